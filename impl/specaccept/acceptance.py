@@ -1,0 +1,343 @@
+"""Acceptance rules: which drafted tokens a target keeps, and what it emits instead.
+
+Notation: p is the target's effective distribution at a position, q the law
+the draft token t was drawn from, u a uniform in [0, 1).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import NamedTuple
+
+import mlx.core as mx
+
+from specaccept import _checks
+from specaccept._checks import Scalar
+from specaccept.sampling import SamplerConfig, sample_from_distribution
+
+__all__ = [
+    "STOCHASTIC_ACCEPT_ENV",
+    "AcceptanceRule",
+    "BlockVerdict",
+    "Verdict",
+    "accept_draft_token",
+    "acceptance_rule",
+    "residual_distribution",
+    "residual_resample",
+    "verify_block",
+    "verify_draft_token",
+]
+
+STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
+"""The environment variable `acceptance_rule` reads when `stochastic` is None."""
+
+_ENABLED = frozenset({"1", "true", "yes", "on"})
+_DISABLED = frozenset({"0", "false", "no", "off"})
+
+
+def _pair(p: object, q: object) -> tuple[mx.array, mx.array]:
+    p = _checks.require_probabilities("p", p, ndims=(1, 2))
+    q = _checks.require_probabilities("q", q, ndims=(1, 2))
+    _checks.require_same_shape("p", p, "q", q)
+    return p, q
+
+
+def _at(probs: mx.array, token: mx.array) -> mx.array:
+    """probs[..., token] for a token per row."""
+    return mx.take_along_axis(probs, token[..., None], axis=-1)[..., 0]
+
+
+def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx.array:
+    """Decide whether to keep draft `token`: ``p[t] > 0 and u * q[t] <= p[t]`` (bool).
+
+    Accepting with probability min(1, p[t] / q[t]) is modified rejection
+    sampling. The test is written without a division so that q[t] = 0 needs no
+    special case, and the first conjunct is load-bearing: if q[t] has
+    underflowed to zero, ``u * q[t] <= p[t]`` reads ``0 <= 0`` and would admit
+    a token the target excluded.
+
+    Args:
+        p: target distribution, `[V]` float32 (or `[k, V]` rows).
+        q: the law `token` was drawn from, same shape as `p`.
+        token: the draft token id (or `[k]` ids).
+        u: a uniform in [0, 1) (or `[k]`).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.25, 0.75]), mx.array([0.5, 0.5])
+    >>> [accept_draft_token(p, q, 0, u).item() for u in (0.25, 0.5, 0.75)]
+    [True, True, False]
+    >>> accept_draft_token(mx.array([0.0, 1.0]), mx.array([0.0, 1.0]), 0, 0.0).item()
+    False
+    """
+    p, q = _pair(p, q)
+    batch = tuple(p.shape[:-1])
+    t = _checks.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    u = _checks.uniform("u", u, batch_shape=batch)
+    p_t, q_t = _at(p, t), _at(q, t)
+    return (p_t > 0) & (u * q_t <= p_t)
+
+
+def residual_distribution(p: mx.array, q: mx.array) -> mx.array:
+    """Return ``relu(p - q) / sum(relu(p - q))``, `[V]` float32, the law of a replacement.
+
+    When the residual has no mass (p <= q everywhere, i.e. p == q for two
+    distributions) rejection has probability zero in exact arithmetic, so any
+    choice is lossless; this returns p, which keeps a float-rounding rejection
+    inside the target's support.
+
+    >>> import mlx.core as mx
+    >>> residual_distribution(mx.array([0.5, 0.25, 0.25]), mx.array([0.25, 0.5, 0.25])).tolist()
+    [1.0, 0.0, 0.0]
+    >>> residual_distribution(mx.array([0.5, 0.5]), mx.array([0.5, 0.5])).tolist()
+    [0.5, 0.5]
+    """
+    p, q = _pair(p, q)
+    excess = mx.maximum(p - q, 0.0)
+    mass = excess.sum(axis=-1, keepdims=True)
+    has_mass = mass > 0
+    return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)
+
+
+def residual_resample(p: mx.array, q: mx.array, u: Scalar) -> mx.array:
+    """Draw a replacement token from `residual_distribution(p, q)` with uniform `u` (int32).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.25, 0.25]), mx.array([0.25, 0.25, 0.5])
+    >>> [residual_resample(p, q, u).item() for u in (0.0, 0.5, 0.99)]
+    [0, 0, 0]
+    """
+    return sample_from_distribution(residual_distribution(p, q), u)
+
+
+class AcceptanceRule(enum.Enum):
+    """The acceptance rules, by stable id (the `rule=` of the summary line)."""
+
+    GREEDY_ARGMAX = "greedy-argmax"
+    """Greedy target: accept iff the draft is the target's argmax; emit the argmax."""
+    SAMPLER_MATCH = "sampler-match"
+    """Draw from p; accept iff the draw equals the draft; emit the draw. Accepts Σ p·q."""
+    STOCHASTIC = "stochastic"
+    """Modified rejection sampling; accepts Σ min(p, q), the ceiling of lossless rules."""
+    SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION = "sampler-match-no-proposal-distribution"
+    """Sampler-match because the drafter reported no q, though stochastic was enabled."""
+
+    @property
+    def needs_proposal_distribution(self) -> bool:
+        """True when the rule reads q."""
+        return self is AcceptanceRule.STOCHASTIC
+
+
+def _stochastic_from_environment() -> bool:
+    raw = os.environ.get(STOCHASTIC_ACCEPT_ENV)
+    if raw is None:
+        return True
+    value = raw.strip().lower()
+    if value in _ENABLED:
+        return True
+    if value in _DISABLED:
+        return False
+    raise ValueError(
+        f"{STOCHASTIC_ACCEPT_ENV} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}"
+    )
+
+
+def acceptance_rule(
+    target_config: SamplerConfig,
+    *,
+    drafter_has_distribution: bool,
+    stochastic: bool | None = None,
+) -> AcceptanceRule:
+    """Choose the rule for a target sampler and a drafter.
+
+    A greedy target gets greedy-argmax. Otherwise stochastic acceptance, when
+    enabled, needs the drafter's q; without it the rule is the (equally
+    lossless) sampler-match, under its own id so a log shows why. With
+    `stochastic=None` the switch is read from ``SPECACCEPT_STOCHASTIC_ACCEPT``:
+    unset enables it, ``0/false/no/off`` disables and ``1/true/yes/on`` enables
+    (case- and whitespace-insensitive); any other value raises ValueError.
+
+    >>> acceptance_rule(SamplerConfig(temperature=0.0), drafter_has_distribution=True).value
+    'greedy-argmax'
+    >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=True).value
+    'stochastic'
+    >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=False, stochastic=True).value
+    'sampler-match-no-proposal-distribution'
+    >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=False).value
+    'sampler-match'
+    """
+    if not isinstance(target_config, SamplerConfig):
+        raise TypeError(
+            f"target_config must be a SamplerConfig, got {type(target_config).__name__}"
+        )
+    if not isinstance(drafter_has_distribution, bool):
+        raise TypeError(
+            f"drafter_has_distribution must be a bool, got {drafter_has_distribution!r}"
+        )
+    if stochastic is not None and not isinstance(stochastic, bool):
+        raise TypeError(f"stochastic must be a bool or None, got {stochastic!r}")
+    if target_config.is_greedy:
+        return AcceptanceRule.GREEDY_ARGMAX
+    enabled = _stochastic_from_environment() if stochastic is None else stochastic
+    if not enabled:
+        return AcceptanceRule.SAMPLER_MATCH
+    if drafter_has_distribution:
+        return AcceptanceRule.STOCHASTIC
+    return AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION
+
+
+class Verdict(NamedTuple):
+    """The outcome of verifying one position."""
+
+    accepted: mx.array
+    """bool: whether the draft token is kept."""
+    token: mx.array
+    """int32: the token to emit, the draft on acceptance, the replacement otherwise."""
+
+
+def _require_rule(rule: object) -> AcceptanceRule:
+    if not isinstance(rule, AcceptanceRule):
+        raise TypeError(f"rule must be an AcceptanceRule, got {type(rule).__name__} {rule!r}")
+    return rule
+
+
+def _verify(
+    rule: AcceptanceRule, p: mx.array, q: mx.array | None, token: mx.array,
+    u_accept: mx.array, u_sample: mx.array,
+) -> Verdict:
+    """verify_draft_token on validated arrays, `[..., V]`."""
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        emitted = mx.argmax(p, axis=-1).astype(mx.int32)
+        return Verdict(emitted == token, emitted)
+    if rule is AcceptanceRule.STOCHASTIC:
+        assert q is not None
+        accepted = accept_draft_token(p, q, token, u_accept)
+        replacement = residual_resample(p, q, u_sample)
+        return Verdict(accepted, mx.where(accepted, token, replacement))
+    draw = sample_from_distribution(p, u_sample)
+    return Verdict(draw == token, draw)
+
+
+def verify_draft_token(
+    rule: AcceptanceRule,
+    p: mx.array,
+    q: mx.array | None,
+    token: Scalar,
+    u_accept: Scalar,
+    u_sample: Scalar,
+) -> Verdict:
+    """Verify one draft token under `rule`: every rule returns (accepted, token to emit).
+
+    - greedy-argmax: accept iff `token` is argmax p (lowest id on ties); emit the argmax.
+    - sampler-match (either id): draw from p with `u_sample`; accept iff the draw
+      equals `token`; emit the draw. `u_accept` is unused.
+    - stochastic: `accept_draft_token(p, q, token, u_accept)`; on rejection emit
+      `residual_resample(p, q, u_sample)`.
+
+    Args:
+        rule: the acceptance rule.
+        p: target distribution, `[V]` float32 (or `[k, V]`).
+        q: the draft's law, same shape; required by stochastic, else may be None.
+        token: the draft token id (or `[k]`).
+        u_accept, u_sample: uniforms in [0, 1) (or `[k]`).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.25, 0.75]), mx.array([0.5, 0.5])
+    >>> accepted, token = verify_draft_token(AcceptanceRule.STOCHASTIC, p, q, 0, 0.75, 0.0)
+    >>> accepted.item(), token.item()
+    (False, 1)
+    >>> accepted, token = verify_draft_token(AcceptanceRule.SAMPLER_MATCH, p, None, 0, 0.0, 0.5)
+    >>> accepted.item(), token.item()
+    (False, 1)
+    """
+    rule = _require_rule(rule)
+    if q is None:
+        if rule.needs_proposal_distribution:
+            raise ValueError(f"q is required by rule {rule.value!r}, got None")
+        p = _checks.require_probabilities("p", p, ndims=(1, 2))
+    else:
+        p, q = _pair(p, q)
+    batch = tuple(p.shape[:-1])
+    t = _checks.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    ua = _checks.uniform("u_accept", u_accept, batch_shape=batch)
+    us = _checks.uniform("u_sample", u_sample, batch_shape=batch)
+    return _verify(rule, p, q, t, ua, us)
+
+
+class BlockVerdict(NamedTuple):
+    """The outcome of a round: emit ``draft_tokens[:num_accepted] + [next_token]``."""
+
+    num_accepted: mx.array
+    """0-d int32 in [0, k]: the length of the accepted prefix."""
+    next_token: mx.array
+    """0-d int32: the replacement at the first rejection, or the bonus token from row k."""
+
+
+def verify_block(
+    rule: AcceptanceRule,
+    target_probs: mx.array,
+    draft_probs: mx.array | None,
+    draft_tokens: mx.array,
+    uniforms: mx.array,
+) -> BlockVerdict:
+    """Verify a whole round of k drafts with array ops only (one evaluation for the caller).
+
+    Row i of `target_probs` is the target's distribution after the prefix plus
+    ``draft_tokens[:i]``; row k gives the bonus token when all k are accepted.
+    Position i uses ``uniforms[i, 0]`` to accept and ``uniforms[i, 1]`` to
+    sample, so under sampler-match the emitted token at each position is the
+    target's own draw with ``uniforms[i, 1]``. Rows after the first rejection
+    are computed and ignored.
+
+    Args:
+        rule: the acceptance rule.
+        target_probs: `[k+1, V]` float32.
+        draft_probs: `[k, V]` float32, the law of each draft; None unless stochastic.
+        draft_tokens: `[k]` integer ids.
+        uniforms: `[k+1, 2]` float, values in [0, 1).
+
+    >>> import mlx.core as mx
+    >>> target = mx.array([[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
+    >>> draft = mx.array([[0.5, 0.5], [1.0, 0.0]])
+    >>> uniforms = mx.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.0]])
+    >>> n, nxt = verify_block(AcceptanceRule.STOCHASTIC, target, draft, mx.array([1, 0]), uniforms)
+    >>> n.item(), nxt.item()
+    (1, 1)
+    """
+    rule = _require_rule(rule)
+    target_probs = _checks.require_probabilities("target_probs", target_probs, ndims=(2,))
+    draft_tokens = _checks.require_array("draft_tokens", draft_tokens)
+    if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:
+        raise ValueError(f"draft_tokens must be [k] with k >= 1, got {tuple(draft_tokens.shape)}")
+    k = draft_tokens.shape[0]
+    vocab_size = target_probs.shape[1]
+    if target_probs.shape[0] != k + 1:
+        raise ValueError(
+            f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
+            f"got {tuple(target_probs.shape)}"
+        )
+    tokens = _checks.token_id("draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,))
+    uniforms = _checks.require_array("uniforms", uniforms)
+    if tuple(uniforms.shape) != (k + 1, 2):
+        raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")
+    u = _checks.uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
+    if draft_probs is None:
+        if rule.needs_proposal_distribution:
+            raise ValueError(f"draft_probs is required by rule {rule.value!r}, got None")
+    else:
+        draft_probs = _checks.require_probabilities("draft_probs", draft_probs, ndims=(2,))
+        if tuple(draft_probs.shape) != (k, vocab_size):
+            raise ValueError(
+                f"draft_probs must be [k, V] = [{k}, {vocab_size}] like target_probs, "
+                f"got {tuple(draft_probs.shape)}"
+            )
+
+    accepted, emitted = _verify(rule, target_probs[:k], draft_probs, tokens, u[:k, 0], u[:k, 1])
+    bonus_row = target_probs[k:]
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        bonus = mx.argmax(bonus_row, axis=-1).astype(mx.int32)
+    else:
+        bonus = sample_from_distribution(bonus_row, u[k:, 1])
+    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
+    next_token = mx.concatenate([emitted, bonus])[num_accepted]
+    return BlockVerdict(num_accepted, next_token)

@@ -1,0 +1,363 @@
+"""The sampler as a distribution: what a sampler draws from, and a draw from it.
+
+A speculative acceptance rule needs the exact law each token was drawn from,
+so the sampler is written here as a function that *returns* that law
+(`effective_token_distribution`) plus an inverse-CDF draw from it
+(`sample_from_distribution`). Drawing and describing share one code path, so
+the distribution the rule reasons about cannot drift from the one that drew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import mlx.core as mx
+
+from specaccept import _checks
+from specaccept._checks import Scalar, TokenIds
+
+__all__ = [
+    "SampledToken",
+    "SamplerConfig",
+    "effective_token_distribution",
+    "sample_from_distribution",
+    "sample_token_with_distribution",
+]
+
+_NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """The settings of one sampler, validated on construction.
+
+    Every field defaults to "off", except `temperature`, which defaults to 1.
+    `dry_sequence_breakers` are token ids (the shell maps strings to ids).
+    `logit_bias` maps token ids to additive biases and is copied on construction.
+
+    Raises:
+        TypeError: a field has the wrong type.
+        ValueError: a field is out of range; the message names the field.
+
+    >>> SamplerConfig(temperature=0.0).is_greedy
+    True
+    >>> SamplerConfig(temperature=0.7, top_k=1).is_greedy
+    True
+    >>> SamplerConfig(top_p=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must lie in (0, 1], got 0.0
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    repetition_context_size: int = 20
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    dry_sequence_breakers: tuple[int, ...] = ()
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        def check(name: str, ok: bool, bound: str) -> None:
+            if not ok:
+                raise ValueError(f"{name} must {bound}, got {getattr(self, name)!r}")
+
+        for name in (
+            "temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
+            "presence_penalty", "dry_multiplier", "dry_base", "xtc_probability", "xtc_threshold",
+        ):
+            _checks.real(name, getattr(self, name))
+        for name in (
+            "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
+        ):
+            _checks.integer(name, getattr(self, name))
+        check("temperature", self.temperature >= 0.0, "be >= 0 (0 is greedy)")
+        check("top_k", self.top_k >= 0, "be >= 0 (0 is off)")
+        check("top_p", 0.0 < self.top_p <= 1.0, "lie in (0, 1]")
+        check("min_p", 0.0 <= self.min_p <= 1.0, "lie in [0, 1]")
+        check("repetition_penalty", self.repetition_penalty > 0.0, "be > 0 (1 is off)")
+        check("repetition_context_size", self.repetition_context_size >= 1, "be >= 1")
+        check("dry_multiplier", self.dry_multiplier >= 0.0, "be >= 0 (0 is off)")
+        check("dry_base", self.dry_base >= 1.0, "be >= 1")
+        check("dry_allowed_length", self.dry_allowed_length >= 1, "be >= 1")
+        check("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "be >= -1 (-1: whole history)")
+        check("xtc_probability", 0.0 <= self.xtc_probability <= 1.0, "lie in [0, 1]")
+        check("xtc_threshold", 0.0 <= self.xtc_threshold <= 1.0, "lie in [0, 1]")
+        if not isinstance(self.dry_sequence_breakers, tuple):
+            raise TypeError(
+                "dry_sequence_breakers must be a tuple of token ids, "
+                f"got {type(self.dry_sequence_breakers).__name__}"
+            )
+        for breaker in self.dry_sequence_breakers:
+            check("dry_sequence_breakers", _checks.integer("dry_sequence_breakers", breaker) >= 0,
+                  "hold non-negative token ids")
+        if not isinstance(self.logit_bias, Mapping):
+            raise TypeError(
+                f"logit_bias must be a mapping of token id to bias, got "
+                f"{type(self.logit_bias).__name__}"
+            )
+        bias = {}
+        for token, value in self.logit_bias.items():
+            token = _checks.integer("logit_bias key", token)
+            if token < 0:
+                raise ValueError(f"logit_bias keys must be non-negative token ids, got {token}")
+            bias[token] = _checks.real(f"logit_bias[{token}]", value)
+        object.__setattr__(self, "logit_bias", bias)
+
+    @property
+    def is_greedy(self) -> bool:
+        """True when the sampler is an argmax: temperature 0 or top-k 1."""
+        return self.temperature == 0.0 or self.top_k == 1
+
+    @property
+    def uses_history(self) -> bool:
+        """True when some penalty reads the token history."""
+        return (
+            self.repetition_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+            or (self.dry_multiplier > 0.0 and self.dry_penalty_last_n != 0)
+        )
+
+
+def _apply_logit_bias(logits: mx.array, bias: Mapping[int, float]) -> mx.array:
+    vocab_size = logits.shape[-1]
+    for token in bias:
+        if token >= vocab_size:
+            raise ValueError(f"logit_bias key {token} is outside the vocabulary [0, {vocab_size})")
+    ids = mx.array(list(bias.keys()), dtype=mx.int32)
+    values = mx.array(list(bias.values()), dtype=mx.float32)
+    return logits + mx.zeros((vocab_size,), dtype=mx.float32).at[ids].add(values)
+
+
+def _apply_repetition_penalties(
+    logits: mx.array, history: mx.array, config: SamplerConfig
+) -> mx.array:
+    vocab_size = logits.shape[-1]
+    recent = history[-config.repetition_context_size :]
+    counts = mx.zeros((vocab_size,), dtype=mx.float32).at[recent].add(1.0)
+    seen = counts > 0
+    if config.repetition_penalty != 1.0:
+        # CTRL's penalty: shrink positive logits, grow negative ones, towards less likely.
+        penalised = mx.where(
+            logits > 0, logits / config.repetition_penalty, logits * config.repetition_penalty
+        )
+        logits = mx.where(seen, penalised, logits)
+    return (
+        logits
+        - counts * config.frequency_penalty
+        - seen.astype(mx.float32) * config.presence_penalty
+    )
+
+
+def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> mx.array:
+    """The DRY penalty per token, `[V]` float32 (0 where none applies).
+
+    For every earlier position i of the window, the candidate is window[i] and
+    its match length is the longest L with window[i-L:i] == window[n-L:n],
+    where the matched suffix holds no sequence breaker. A token whose longest
+    match reaches `dry_allowed_length` is penalised by
+    multiplier * base ** (L - allowed_length). Breakers are never penalised.
+    """
+    window = history if config.dry_penalty_last_n == -1 else history[-config.dry_penalty_last_n :]
+    n = window.shape[0]
+    if n < 2:
+        return mx.zeros((vocab_size,), dtype=mx.float32)
+    breakers = mx.array(list(config.dry_sequence_breakers) or [-1], dtype=mx.int32)
+    is_breaker = (window[:, None] == breakers[None, :]).any(axis=1)
+    # equal[i, j] = window[i - 1 - j] == window[n - 1 - j], for candidates i in [1, n).
+    candidates = mx.arange(1, n)
+    lags = mx.arange(n - 1)
+    earlier = candidates[:, None] - 1 - lags[None, :]
+    suffix = n - 1 - lags
+    valid = earlier >= 0
+    equal = (window[mx.maximum(earlier, 0)] == window[suffix][None, :]) & valid
+    equal = equal & ~is_breaker[suffix][None, :]
+    match_length = mx.cumprod(equal.astype(mx.float32), axis=1).sum(axis=1)
+    candidate_tokens = window[1:]
+    match_length = mx.where(is_breaker[1:], 0.0, match_length)
+    longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
+    exponent = longest - config.dry_allowed_length
+    penalty = config.dry_multiplier * mx.power(mx.array(config.dry_base, mx.float32), exponent)
+    return mx.where(longest >= config.dry_allowed_length, penalty, 0.0)
+
+
+def _xtc_cut(logits: mx.array, threshold: float) -> mx.array:
+    """Exclude Top Choices: mask every token at or above `threshold` but the least likely.
+
+    The cut applies only when at least two tokens reach the threshold; every
+    token tied at the smallest qualifying probability survives.
+    """
+    probs = mx.softmax(logits, axis=-1, precise=True)
+    above = probs >= threshold
+    smallest_above = mx.min(mx.where(above, probs, 2.0), axis=-1, keepdims=True)
+    cut = above & (probs > smallest_above) & (above.sum(axis=-1, keepdims=True) >= 2)
+    return mx.where(cut, _NEG_INF, logits)
+
+
+def _filtered_distribution(logits: mx.array, config: SamplerConfig) -> mx.array:
+    """Temperature -> top-k -> top-p -> min-p -> softmax, on `[..., V]` float32 logits."""
+    vocab_size = logits.shape[-1]
+    # Shift by the max first so that a tiny temperature scales towards -inf, never to +inf/NaN.
+    logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature
+    if 0 < config.top_k < vocab_size:
+        # Every token tied with the k-th largest logit is kept.
+        kth_largest = mx.min(mx.topk(logits, config.top_k, axis=-1), axis=-1, keepdims=True)
+        logits = mx.where(logits >= kth_largest, logits, _NEG_INF)
+    if config.top_p < 1.0:
+        # Keep the smallest most-likely prefix whose mass reaches top_p (the crossing
+        # token included), and every token tied with its least likely member.
+        probs = mx.softmax(logits, axis=-1, precise=True)
+        descending = -mx.sort(-probs, axis=-1)
+        below = (mx.cumsum(descending, axis=-1) < config.top_p).sum(axis=-1, keepdims=True)
+        cutoff_index = mx.minimum(below, vocab_size - 1)
+        cutoff = mx.take_along_axis(descending, cutoff_index, axis=-1)
+        logits = mx.where(probs >= cutoff, logits, _NEG_INF)
+    if config.min_p > 0.0:
+        probs = mx.softmax(logits, axis=-1, precise=True)
+        floor = config.min_p * mx.max(probs, axis=-1, keepdims=True)
+        logits = mx.where(probs >= floor, logits, _NEG_INF)
+    return mx.softmax(logits, axis=-1, precise=True)
+
+
+def _one_hot_argmax(logits: mx.array) -> mx.array:
+    vocab_size = logits.shape[-1]
+    winner = mx.argmax(logits, axis=-1, keepdims=True)  # lowest id on ties
+    return (mx.arange(vocab_size) == winner).astype(mx.float32)
+
+
+def effective_token_distribution(
+    logits: mx.array, config: SamplerConfig, history: TokenIds = ()
+) -> mx.array:
+    """Return the distribution the sampler draws from, `[V]` float32.
+
+    The chain is normative: logit bias -> history penalties (repetition,
+    frequency/presence, DRY) -> XTC -> temperature -> top-k -> top-p -> min-p
+    -> softmax. XTC, random in a sampler, is returned as its exact mixture
+    ``(1 - xtc_probability) * F(no cut) + xtc_probability * F(cut)``, so no
+    randomness is consumed. A greedy config returns the one-hot indicator of
+    the argmax after bias and penalties (lowest id on ties); XTC does not apply.
+    Entries outside the support are exact zeros.
+
+    Args:
+        logits: `[V]` logits of any float dtype (upcast to float32), or `[R, V]`
+            rows that share one `history`. Finite, or -inf for masked tokens.
+        config: the sampler settings.
+        history: the tokens before this position, oldest first, for the penalties.
+
+    Raises:
+        TypeError, ValueError: bad shapes, dtypes or token ids.
+
+    >>> import mlx.core as mx
+    >>> logits = mx.log(mx.array([0.5, 0.25, 0.125, 0.125]))
+    >>> effective_token_distribution(logits, SamplerConfig()).tolist()
+    [0.5, 0.25, 0.125, 0.125]
+    >>> effective_token_distribution(logits, SamplerConfig(top_p=0.5)).tolist()
+    [1.0, 0.0, 0.0, 0.0]
+    >>> effective_token_distribution(logits, SamplerConfig(top_k=3)).tolist()
+    [0.5, 0.25, 0.125, 0.125]
+    >>> effective_token_distribution(logits, SamplerConfig(temperature=0.0)).tolist()
+    [1.0, 0.0, 0.0, 0.0]
+    """
+    logits = _checks.require_array("logits", logits)
+    if logits.ndim not in (1, 2) or logits.shape[-1] < 1:
+        raise ValueError(f"logits must be [V] or [R, V] with V >= 1, got {tuple(logits.shape)}")
+    if not mx.issubdtype(logits.dtype, mx.floating):
+        raise TypeError(f"logits must be a floating array, got {logits.dtype}")
+    if not isinstance(config, SamplerConfig):
+        raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
+    vocab_size = logits.shape[-1]
+    tokens = _checks.token_history("history", history, vocab_size=vocab_size)
+    logits = logits.astype(mx.float32)
+
+    if config.logit_bias:
+        logits = _apply_logit_bias(logits, config.logit_bias)
+    if config.repetition_penalty != 1.0 or config.frequency_penalty or config.presence_penalty:
+        logits = _apply_repetition_penalties(logits, tokens, config)
+    if config.dry_multiplier > 0.0 and config.dry_penalty_last_n != 0:
+        logits = logits - _dry_penalty(tokens, config, vocab_size)
+
+    if config.is_greedy:
+        return _one_hot_argmax(logits)
+    if config.xtc_probability == 0.0:
+        return _filtered_distribution(logits, config)
+    cut = _filtered_distribution(_xtc_cut(logits, config.xtc_threshold), config)
+    if config.xtc_probability == 1.0:
+        return cut
+    uncut = _filtered_distribution(logits, config)
+    return (1.0 - config.xtc_probability) * uncut + config.xtc_probability * cut
+
+
+def sample_from_distribution(probs: mx.array, u: Scalar) -> mx.array:
+    """Draw the smallest id i with ``cumsum(probs)[i] > u * sum(probs)``: an int32 id.
+
+    An inverse-CDF draw, portable to any language that has a cumulative sum.
+    It never returns a zero-probability id: should float rounding push
+    ``u * total`` past the last partial sum, the last id of positive mass is
+    returned.
+
+    Args:
+        probs: `[V]` float32 non-negative weights with positive sum, or `[R, V]` rows.
+        u: a uniform in [0, 1); for `[R, V]` rows, a `[R]` array or one number for all.
+
+    Returns:
+        A 0-d int32 id, or `[R]` ids.
+
+    >>> import mlx.core as mx
+    >>> probs = mx.array([0.5, 0.0, 0.25, 0.25])
+    >>> [sample_from_distribution(probs, u).item() for u in (0.0, 0.49, 0.5, 0.75, 0.99)]
+    [0, 0, 2, 3, 3]
+    """
+    probs = _checks.require_probabilities("probs", probs, ndims=(1, 2))
+    u = _checks.uniform("u", u, batch_shape=tuple(probs.shape[:-1]))
+    vocab_size = probs.shape[-1]
+    positive = probs > 0
+    partial_sums = mx.cumsum(probs, axis=-1)
+    target = u[..., None] * partial_sums[..., -1:]
+    eligible = (partial_sums > target) & positive
+    first_eligible = mx.argmax(eligible, axis=-1)
+    last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)
+    chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)
+    return chosen.astype(mx.int32)
+
+
+class SampledToken(NamedTuple):
+    """A token and the distribution it was drawn from."""
+
+    token: mx.array
+    """0-d int32."""
+    probs: mx.array
+    """`[V]` float32: the law `token` was drawn from (the q of a drafter)."""
+
+
+def sample_token_with_distribution(
+    logits: mx.array, config: SamplerConfig, history: TokenIds, u: Scalar
+) -> SampledToken:
+    """Draw one token and return it with the exact law it was drawn from.
+
+    This is the "q contract" of a drafter: the `probs` returned are the
+    distribution `token` was sampled from, computed once, so a verifier that
+    uses them as q is never handed a reconstruction.
+
+    >>> import mlx.core as mx
+    >>> logits = mx.log(mx.array([0.5, 0.25, 0.25]))
+    >>> token, probs = sample_token_with_distribution(logits, SamplerConfig(), (), 0.6)
+    >>> token.item(), probs.tolist()
+    (1, [0.5, 0.25, 0.25])
+    """
+    probs = effective_token_distribution(logits, config, history)
+    if probs.ndim != 1:
+        raise ValueError(f"logits must be [V] for one draw, got {tuple(logits.shape)}")
+    return SampledToken(sample_from_distribution(probs, u), probs)
+
