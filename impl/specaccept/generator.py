@@ -1,0 +1,462 @@
+"""The speculative generator: the imperative shell around the functional core.
+
+A round drafts k tokens with the drafter's sampler (keeping each draft's law q
+lazy), forwards ``[current, d0 .. d(k-1)]`` through the target once, builds the
+target rows with the drafts in their history, lets `verify_block` decide, and
+evaluates once. Every decision is a core function; this module only moves
+tokens, caches and counters.
+
+Models are anything mlx-lm runs: ``model(tokens[None], cache=cache)`` returns
+``[1, T, V]`` logits and `mlx_lm.models.cache.make_prompt_cache` builds the
+caches, which must be trimmable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import mlx.core as mx
+
+from specaccept.acceptance import AcceptanceRule, acceptance_rule, verify_block
+from specaccept.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
+from specaccept.rewind import rewind_trim
+from specaccept.sampling import (
+    SamplerConfig,
+    effective_token_distribution,
+    sample_from_distribution,
+    sample_token_with_distribution,
+)
+from specaccept.theory import acceptance_closed_forms
+
+__all__ = [
+    "CacheInvariantError",
+    "NonFiniteLogitsError",
+    "RuleChoice",
+    "SpeculativeGenerator",
+    "SpeculativeStats",
+    "target_only_generate",
+]
+
+logger = logging.getLogger("specaccept")
+
+RuleChoice = Literal["auto", "stochastic", "sampler-match"]
+"""How the rule is chosen: by `acceptance_rule` (auto) or forced off/on."""
+
+Model = Callable[..., mx.array]
+
+_logged_rules: set[AcceptanceRule] = set()
+
+
+class NonFiniteLogitsError(ValueError):
+    """A model produced NaN logits during generation."""
+
+
+class CacheInvariantError(AssertionError):
+    """A cache offset differs from the number of tokens before the current token."""
+
+
+@dataclass
+class SpeculativeStats:
+    """Counters of one generation run; the ratios follow the summary line's definitions."""
+
+    rule: AcceptanceRule
+    rounds: int = 0
+    proposed: int = 0
+    positions_tested: int = 0
+    accepted: int = 0
+    generated: int = 0
+    host_syncs: int = 0
+    diagnostics: bool = False
+    sum_min_total: float = 0.0
+    sum_prod_total: float = 0.0
+
+    @property
+    def per_position_acceptance(self) -> float:
+        """accepted / positions_tested: what theory predicts (Σ min(p, q) for stochastic)."""
+        return self.accepted / self.positions_tested if self.positions_tested else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """accepted / proposed; drafts behind a rejection are never tested, so it reads low."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def mean_accepted_len(self) -> float:
+        """accepted / rounds: drafts kept per round."""
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    @property
+    def closed_form_sum_min(self) -> float:
+        """Σ min(p, q) averaged over the tested positions (diagnostics only)."""
+        return self.sum_min_total / self.positions_tested if self.positions_tested else 0.0
+
+    @property
+    def closed_form_sum_prod(self) -> float:
+        """Σ p·q averaged over the tested positions (diagnostics only)."""
+        return self.sum_prod_total / self.positions_tested if self.positions_tested else 0.0
+
+    def summary_line(self) -> str:
+        """The stable, greppable one-line summary of the run."""
+        line = (
+            f"[Speculative acceptance] rule={self.rule.value} rounds={self.rounds} "
+            f"proposed={self.proposed} positions_tested={self.positions_tested} "
+            f"accepted={self.accepted} "
+            f"per_position_acceptance={self.per_position_acceptance:.4f} "
+            f"acceptance_rate={self.acceptance_rate:.4f} "
+            f"mean_accepted_len={self.mean_accepted_len:.4f}"
+        )
+        if self.diagnostics:
+            line += (
+                f" closed_form_sum_min={self.closed_form_sum_min:.4f}"
+                f" closed_form_sum_prod={self.closed_form_sum_prod:.4f}"
+            )
+        return line
+
+
+def _make_cache(model: Any, name: str) -> list[Any]:
+    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+    cache: list[Any] = make_prompt_cache(model)
+    if not can_trim_prompt_cache(cache):
+        kinds = sorted({type(c).__name__ for c in cache if not c.is_trimmable()})
+        raise ValueError(
+            f"{name} must have a trimmable prompt cache for speculative decoding, got {kinds}"
+        )
+    return cache
+
+
+def _trim(cache: list[Any], count: int) -> None:
+    if count:
+        from mlx_lm.models.cache import trim_prompt_cache
+
+        trim_prompt_cache(cache, count)
+
+
+def _offset(cache: list[Any]) -> int:
+    return int(cache[0].offset)
+
+
+def vocab_size_of(model: Any) -> int:
+    """The vocabulary size a model declares (mlx-lm's `args.vocab_size`), else a probe."""
+    args = getattr(model, "args", None)
+    declared = getattr(args, "vocab_size", None)
+    if isinstance(declared, int):
+        return declared
+    probe = model(mx.array([[0]]), cache=None)
+    return int(probe.shape[-1])
+
+
+def _check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
+    tokens = list(prompt)
+    if not tokens:
+        raise ValueError("prompt must hold at least one token, got an empty prompt")
+    for position, token in enumerate(tokens):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"prompt[{position}] must be an int token id, got {token!r}")
+        if not 0 <= token < vocab_size:
+            raise ValueError(f"prompt[{position}] must lie in [0, {vocab_size}), got {token}")
+    return tokens
+
+
+def _check_run_arguments(max_tokens: int, seed: int, prefill_step_size: int) -> None:
+    for name, value in (
+        ("max_tokens", max_tokens), ("seed", seed), ("prefill_step_size", prefill_step_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
+    if prefill_step_size < 1:
+        raise ValueError(f"prefill_step_size must be >= 1, got {prefill_step_size}")
+
+
+def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None:
+    """Forward every prompt token but the last, in chunks of `step`."""
+    body = tokens[:-1]
+    for start in range(0, len(body), step):
+        model(mx.array(body[start : start + step])[None], cache=cache)
+        mx.eval([c.state for c in cache])
+
+
+def _raise_on_nan(flag: bool, what: str, position: int) -> None:
+    if flag:
+        raise NonFiniteLogitsError(f"{what} produced NaN logits at output position {position}")
+
+
+@dataclass
+class SpeculativeGenerator:
+    """Speculative decoding of `target` with `drafter`, lossless under every rule it picks.
+
+    Args:
+        target, drafter: mlx-lm models with the same vocabulary.
+        target_config: the target's sampler; it defines the output law.
+        draft_config: the drafter's sampler (default: the target's).
+        num_draft_tokens: k, drafts per round (>= 1).
+        rule: "auto" chooses with `acceptance_rule` (stochastic at temperature > 0
+            unless ``SPECACCEPT_STOCHASTIC_ACCEPT`` disables it); "stochastic" and
+            "sampler-match" force the switch. A greedy target is always greedy-argmax.
+        eos_token_ids: generation stops at the first of these emitted.
+        check_caches: after every round, assert both cache offsets equal the
+            number of tokens before the next current token.
+        diagnostics: accumulate Σ min(p, q) and Σ p·q over the tested positions.
+        prefill_step_size: prompt tokens per prefill forward.
+    """
+
+    target: Any
+    drafter: Any
+    target_config: SamplerConfig
+    draft_config: SamplerConfig | None = None
+    num_draft_tokens: int = 4
+    rule: RuleChoice = "auto"
+    eos_token_ids: frozenset[int] = field(default_factory=frozenset)
+    check_caches: bool = False
+    diagnostics: bool = False
+    prefill_step_size: int = 512
+    stats: SpeculativeStats = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target_config, SamplerConfig):
+            raise TypeError(
+                f"target_config must be a SamplerConfig, got {type(self.target_config).__name__}"
+            )
+        if self.draft_config is None:
+            self.draft_config = self.target_config
+        if not isinstance(self.draft_config, SamplerConfig):
+            raise TypeError(
+                f"draft_config must be a SamplerConfig, got {type(self.draft_config).__name__}"
+            )
+        k = self.num_draft_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"num_draft_tokens must be an int >= 1, got {k!r}")
+        if self.rule not in ("auto", "stochastic", "sampler-match"):
+            raise ValueError(
+                f"rule must be one of 'auto', 'stochastic', 'sampler-match', got {self.rule!r}"
+            )
+        self.eos_token_ids = frozenset(self.eos_token_ids)
+        self.vocab_size = vocab_size_of(self.target)
+        draft_vocab = vocab_size_of(self.drafter)
+        if draft_vocab != self.vocab_size:
+            raise ValueError(
+                f"drafter vocabulary ({draft_vocab}) differs from the target's "
+                f"({self.vocab_size}): speculative decoding needs one shared vocabulary"
+            )
+        # Refuse a non-trimmable cache now, before a prompt is prefilled.
+        _make_cache(self.target, "target")
+        _make_cache(self.drafter, "drafter")
+        stochastic = {"auto": None, "stochastic": True, "sampler-match": False}[self.rule]
+        self.acceptance_rule = acceptance_rule(
+            self.target_config, drafter_has_distribution=True, stochastic=stochastic
+        )
+        if self.acceptance_rule not in _logged_rules:
+            _logged_rules.add(self.acceptance_rule)
+            logger.info(
+                "speculative acceptance rule active rule=%s distribution_preserving=true",
+                self.acceptance_rule.value,
+            )
+        self.stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
+
+    def _sync(self, *arrays: mx.array) -> list[Any]:
+        """The round's one host synchronisation: evaluate, then read back."""
+        self.stats.host_syncs += 1
+        mx.eval(*arrays)
+        return [array.tolist() for array in arrays]
+
+    def _target_rows(self, logits: mx.array, history: mx.array, drafts: list[mx.array]) -> mx.array:
+        """Row i: the target's law after the prefix plus drafts[:i], `[k+1, V]`."""
+        config = self.target_config
+        if not config.uses_history:
+            return effective_token_distribution(logits, config)
+        rows = []
+        for i in range(logits.shape[0]):
+            row_history = mx.concatenate([history, *[d.reshape(1) for d in drafts[:i]]])
+            rows.append(effective_token_distribution(logits[i], config, row_history))
+        return mx.stack(rows)
+
+    def generate(
+        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0
+    ) -> Iterator[list[int]]:
+        """Yield the tokens each round emits; `self.stats` holds the run's counters.
+
+        Output position n (0-based, counted from the first generated token)
+        uses the uniforms ``position_uniform(seed, n, slot)`` for its accept
+        test, its target draw and its draft.
+        """
+        _check_run_arguments(max_tokens, seed, self.prefill_step_size)
+        tokens = _check_prompt(prompt, self.vocab_size)
+        assert self.draft_config is not None
+        self.stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
+        stats, k_max = self.stats, self.num_draft_tokens
+        target_cache = _make_cache(self.target, "target")
+        draft_cache = _make_cache(self.drafter, "drafter")
+        _prefill(self.target, target_cache, tokens, self.prefill_step_size)
+        _prefill(self.drafter, draft_cache, tokens, self.prefill_step_size)
+
+        # The prompt and every emitted token so far; its last entry is `current`.
+        history = mx.array(tokens, dtype=mx.int32)
+        current = tokens[-1]
+        backfill: list[int] = []  # the last draft of an all-accepted round, owed to the drafter
+        generated = 0
+        while generated < max_tokens:
+            k = min(k_max, max_tokens - generated - 1)
+            if k == 0:
+                # One token left: a plain target step decides it.
+                emitted = self._final_step(target_cache, history, current, generated, seed)
+            else:
+                emitted, accepted = self._round(
+                    target_cache, draft_cache, history, current, backfill, generated, k, seed
+                )
+                backfill = [emitted[-2]] if accepted == k else []
+            # EOS anywhere in the block ends the run at it.
+            cut = next(
+                (i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids), len(emitted)
+            )
+            emitted = emitted[:cut]
+            generated += len(emitted)
+            stats.generated = generated
+            yield emitted
+            if emitted[-1] in self.eos_token_ids or generated == max_tokens:
+                return
+            history = mx.concatenate([history, mx.array(emitted, dtype=mx.int32)])
+            current = emitted[-1]
+            if self.check_caches:
+                self._check_offsets(target_cache, draft_cache, backfill, history.shape[0] - 1)
+
+    def _check_offsets(
+        self, target_cache: list[Any], draft_cache: list[Any], backfill: list[int], before: int
+    ) -> None:
+        target_offset, draft_offset = _offset(target_cache), _offset(draft_cache)
+        if target_offset != before or draft_offset + len(backfill) != before:
+            raise CacheInvariantError(
+                f"after round {self.stats.rounds}: {before} tokens precede the current token, "
+                f"but the target cache holds {target_offset} and the drafter cache "
+                f"{draft_offset} (+{len(backfill)} owed)"
+            )
+
+    def _final_step(
+        self, target_cache: list[Any], history: mx.array, current: int, position: int, seed: int
+    ) -> list[int]:
+        logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
+        probs = effective_token_distribution(logits, self.target_config, history)
+        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
+        self.stats.rounds += 1
+        token_value, nan = self._sync(token, mx.isnan(logits).any())
+        _raise_on_nan(nan, "the target", position)
+        return [int(token_value)]
+
+    def _round(
+        self,
+        target_cache: list[Any],
+        draft_cache: list[Any],
+        history: mx.array,
+        current: int,
+        backfill: list[int],
+        position: int,
+        k: int,
+        seed: int,
+    ) -> tuple[list[int], int]:
+        assert self.draft_config is not None
+        rule, stats = self.acceptance_rule, self.stats
+        keep_q = rule.needs_proposal_distribution or self.diagnostics
+        draft_history = history
+        drafts: list[mx.array] = []
+        draft_probs: list[mx.array] = []
+        nan_flags: list[mx.array] = []
+        step_input = mx.array([*backfill, current])
+        for j in range(k):
+            logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
+            token, q = sample_token_with_distribution(
+                logits, self.draft_config, draft_history,
+                position_uniform(seed, position + j, DRAFT),
+            )
+            # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
+            mx.async_eval(token)  # type: ignore[no-untyped-call]
+            drafts.append(token)
+            nan_flags.append(mx.isnan(logits).any())
+            if keep_q:
+                draft_probs.append(q)
+            step_input = token.reshape(1)
+            draft_history = mx.concatenate([draft_history, step_input])
+
+        draft_tokens = mx.stack(drafts)
+        target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
+        target_logits = self.target(target_input[None], cache=target_cache)[0]
+        target_probs = self._target_rows(target_logits, history, drafts)
+        proposal = mx.stack(draft_probs) if keep_q else None
+        uniforms = mx.array(
+            [
+                [position_uniform(seed, position + i, ACCEPT),
+                 position_uniform(seed, position + i, SAMPLE)]
+                for i in range(k + 1)
+            ],
+            dtype=mx.float32,
+        )
+        verdict = verify_block(
+            rule, target_probs, proposal if rule.needs_proposal_distribution else None,
+            draft_tokens, uniforms,
+        )
+        outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
+                   mx.isnan(target_logits).any(), mx.stack(nan_flags).any()]
+        if self.diagnostics:
+            assert proposal is not None
+            forms = acceptance_closed_forms(target_probs[:k], proposal)
+            outputs += [forms.sum_min, forms.sum_prod]
+        values = self._sync(*outputs)
+        accepted, next_token, draft_values, target_nan, draft_nan = values[:5]
+        _raise_on_nan(draft_nan, "the drafter", position)
+        _raise_on_nan(target_nan, "the target", position)
+
+        tested = min(accepted + 1, k)
+        stats.rounds += 1
+        stats.proposed += k
+        stats.positions_tested += tested
+        stats.accepted += accepted
+        if self.diagnostics:
+            stats.sum_min_total += sum(values[5][:tested])
+            stats.sum_prod_total += sum(values[6][:tested])
+
+        plan = rewind_trim(k, accepted)
+        _trim(target_cache, plan.target_trim)
+        _trim(draft_cache, plan.draft_trim)
+        return [*draft_values[:accepted], next_token], accepted
+
+
+def target_only_generate(
+    target: Any,
+    prompt: Sequence[int],
+    config: SamplerConfig,
+    max_tokens: int,
+    *,
+    seed: int = 0,
+    eos_token_ids: frozenset[int] = frozenset(),
+    prefill_step_size: int = 512,
+) -> Iterator[int]:
+    """Sample the target alone, one token per forward, with the generator's randomness.
+
+    Output position n draws with ``position_uniform(seed, n, SAMPLE)``, the
+    uniform a speculative round's sampler-match draw uses, so the two streams
+    coincide under sampler-match (up to the numerics of a batched forward).
+    """
+    if not isinstance(config, SamplerConfig):
+        raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
+    _check_run_arguments(max_tokens, seed, prefill_step_size)
+    tokens = _check_prompt(prompt, vocab_size_of(target))
+    cache = _make_cache(target, "target")
+    _prefill(target, cache, tokens, prefill_step_size)
+    history = mx.array(tokens, dtype=mx.int32)
+    for position in range(max_tokens):
+        logits = target(history[-1:][None], cache=cache)[0, -1]
+        probs = effective_token_distribution(logits, config, history)
+        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
+        mx.eval(token, logits)
+        _raise_on_nan(bool(mx.isnan(logits).any().item()), "the target", position)
+        value = token.item()
+        assert isinstance(value, int)
+        yield value
+        if value in eos_token_ids:
+            return
+        history = mx.concatenate([history, token.reshape(1)])
