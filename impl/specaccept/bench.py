@@ -1,0 +1,311 @@
+"""`specaccept bench`: performance as ratios measured side by side in one process.
+
+Every figure is a ratio of two timings taken in the same process, with the
+arms interleaved repetition by repetition and each summarised by its median,
+so that a noisy, shared machine slows both sides of a ratio alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+
+from specaccept._progress import Progress
+from specaccept.acceptance import AcceptanceRule, verify_block
+from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.sampling import SamplerConfig, effective_token_distribution
+from specaccept.theory import expected_tokens_per_round
+
+__all__ = ["BenchResult", "blas_in_use", "run_benchmark"]
+
+SPECULATIVE_RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match")
+
+
+def blas_in_use() -> str:
+    """Which BLAS serves MLX's CPU matmuls: an LD_PRELOADed library, or the wheel's own."""
+    import os
+
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "blas" in preload.lower():
+        return f"LD_PRELOAD={preload}"
+    return "the BLAS bundled with the mlx wheel"
+
+
+@dataclass
+class BenchResult:
+    """Medians and ratios of one benchmark run."""
+
+    settings: dict[str, Any]
+    tokens_per_second: dict[str, float]
+    seconds_per_round: dict[str, float]
+    host_syncs_per_round: dict[str, float]
+    per_position_acceptance: dict[str, float]
+    tokens_per_round: dict[str, float]
+    forward_cost: dict[str, float]
+    verify_cost_over_forward: dict[str, float]
+    round_cost_stochastic_over_sampler_match: float
+    speedup_measured: dict[str, float]
+    speedup_predicted: dict[str, float]
+    speedup_measured_over_predicted: dict[str, float]
+    speculative_over_mlx_lm: dict[str, float]
+
+
+def _mlx_version() -> str:
+    from importlib.metadata import version
+
+    return version("mlx")
+
+
+def _median_seconds(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def _time(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def _forward_costs(
+    pair: Any, prompt: list[int], k: int, config: SamplerConfig, repeats: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds of the round's pieces, and verify cost over the target forward."""
+    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+    target, drafter = pair.target, pair.drafter
+    target_cache, draft_cache = make_prompt_cache(target), make_prompt_cache(drafter)
+    context = mx.array(prompt)[None]
+    target(context, cache=target_cache)
+    drafter(context, cache=draft_cache)
+    mx.eval([c.state for c in target_cache] + [c.state for c in draft_cache])
+    one = mx.array([[prompt[-1]]])
+    block = mx.array([[prompt[-1]] * (k + 1)])
+
+    def forward(model: Any, cache: list[Any], tokens: mx.array) -> mx.array:
+        logits: mx.array = model(tokens, cache=cache)
+        mx.eval(logits)
+        trim_prompt_cache(cache, tokens.shape[1])
+        return logits
+
+    block_logits = forward(target, target_cache, block)[0]
+    draft_logits = forward(drafter, draft_cache, mx.array([[prompt[-1]]] * 1))[0, -1]
+    q = effective_token_distribution(draft_logits, config)
+    q_rows = mx.stack([q] * k)
+    drafts = mx.zeros((k,), dtype=mx.int32)
+    uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
+
+    def verify(rule: AcceptanceRule) -> None:
+        rows = effective_token_distribution(block_logits, config)
+        verdict = verify_block(
+            rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts, uniforms
+        )
+        mx.eval(verdict.num_accepted, verdict.next_token)
+
+    arms: dict[str, Callable[[], object]] = {
+        "target_1": lambda: forward(target, target_cache, one),
+        f"target_{k + 1}": lambda: forward(target, target_cache, block),
+        "drafter_1": lambda: forward(drafter, draft_cache, one),
+        "verify_stochastic": lambda: verify(AcceptanceRule.STOCHASTIC),
+        "verify_sampler-match": lambda: verify(AcceptanceRule.SAMPLER_MATCH),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(3):
+        for action in arms.values():
+            action()
+    for _ in range(repeats):
+        for name, action in arms.items():
+            samples[name].append(_time(action))
+    seconds = {name: _median_seconds(values) for name, values in samples.items()}
+    forward_seconds = seconds[f"target_{k + 1}"]
+    verify_ratio: dict[str, float] = {
+        rule: seconds[f"verify_{rule}"] / forward_seconds for rule in SPECULATIVE_RULES
+    }
+    return seconds, verify_ratio
+
+
+def run_benchmark(args: argparse.Namespace) -> int:
+    """Run every arm, print Markdown to stdout, and write JSON when asked."""
+    from mlx_lm.generate import generate_step, speculative_generate_step
+    from mlx_lm.sample_utils import make_sampler
+
+    from specaccept.cli import encode_prompt, sampler_config
+    from specaccept.loading import load_pair
+
+    config = sampler_config(args)
+    if config.uses_history:
+        raise ValueError("bench compares against mlx-lm's sampler: leave the penalties off")
+    pair = load_pair(args.model, args.draft_model)
+    prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
+    k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
+    mlx_sampler = make_sampler(
+        temp=config.temperature, top_p=config.top_p, min_p=config.min_p, top_k=config.top_k
+    )
+    prompt_array = mx.array(prompt, dtype=mx.uint32)
+    generators = {
+        rule: SpeculativeGenerator(
+            pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule
+        )
+        for rule in SPECULATIVE_RULES
+    }
+    stats: dict[str, list[Any]] = {rule: [] for rule in SPECULATIVE_RULES}
+
+    def speculative(rule: RuleChoice) -> Callable[[], int]:
+        def run() -> int:
+            generator = generators[rule]
+            count = sum(len(b) for b in generator.generate(prompt, n, seed=seed))
+            stats[rule].append(generator.stats)
+            return count
+        return run
+
+    def target_only() -> int:
+        return sum(1 for _ in target_only_generate(pair.target, prompt, config, n, seed=seed))
+
+    def mlx_lm_speculative() -> int:
+        mx.random.seed(seed)
+        steps = speculative_generate_step(
+            prompt_array, pair.target, pair.drafter, num_draft_tokens=k, max_tokens=n,
+            sampler=mlx_sampler,
+        )
+        return sum(1 for _ in steps)
+
+    def mlx_lm_target_only() -> int:
+        mx.random.seed(seed)
+        steps = generate_step(prompt_array, pair.target, max_tokens=n, sampler=mlx_sampler)
+        return sum(1 for _ in steps)
+
+    arms: dict[str, Callable[[], int]] = {
+        "target-only": target_only,
+        "speculative-stochastic": speculative("stochastic"),
+        "speculative-sampler-match": speculative("sampler-match"),
+        "mlx-lm-speculative": mlx_lm_speculative,
+        "mlx-lm-target-only": mlx_lm_target_only,
+    }
+    progress = Progress(len(arms) * (args.repeats + 1) + 1, "bench")
+    rates: dict[str, list[float]] = {name: [] for name in arms}
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
+    names = list(arms)
+    for repeat in range(args.repeats + 1):  # repeat 0 warms up and is discarded
+        order = names[repeat % len(names):] + names[: repeat % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            count = arms[name]()
+            elapsed = time.perf_counter() - start
+            if repeat:
+                rates[name].append(count / elapsed)
+                seconds[name].append(elapsed)
+            progress.step(name)
+    for rule in SPECULATIVE_RULES:
+        del stats[rule][0]  # the warm-up run
+    piece_seconds, verify_ratio = _forward_costs(pair, prompt, k, config, 5 * args.repeats)
+    progress.step("forward costs")
+
+    tokens_per_second = {name: statistics.median(values) for name, values in rates.items()}
+    target_rate = tokens_per_second["target-only"]
+    c = piece_seconds["drafter_1"] / piece_seconds["target_1"]
+    r = piece_seconds[f"target_{k + 1}"] / piece_seconds["target_1"]
+    per_round: dict[str, float] = {}
+    syncs: dict[str, float] = {}
+    alpha: dict[str, float] = {}
+    tokens_round: dict[str, float] = {}
+    measured: dict[str, float] = {}
+    predicted: dict[str, float] = {}
+    for rule in SPECULATIVE_RULES:
+        runs = stats[rule]
+        arm = f"speculative-{rule}"
+        per_round[rule] = statistics.median(
+            s / run.rounds for s, run in zip(seconds[arm], runs, strict=True)
+        )
+        syncs[rule] = statistics.mean(run.host_syncs / run.rounds for run in runs)
+        alpha[rule] = statistics.mean(run.per_position_acceptance for run in runs)
+        tokens_round[rule] = statistics.mean(run.generated / run.rounds for run in runs)
+        measured[rule] = tokens_per_second[arm] / target_rate
+        predicted[rule] = expected_tokens_per_round([alpha[rule]] * k) / (k * c + r)
+    result = BenchResult(
+        settings={
+            "target": str(pair.target_path), "drafter": str(pair.drafter_path),
+            "num_draft_tokens": k, "max_tokens": n, "seed": seed, "repeats": args.repeats,
+            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
+            "min_p": config.min_p, "device": str(mx.default_device()),
+            "mlx": _mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
+        },
+        tokens_per_second=tokens_per_second,
+        seconds_per_round=per_round,
+        host_syncs_per_round=syncs,
+        per_position_acceptance=alpha,
+        tokens_per_round=tokens_round,
+        forward_cost={"drafter_token_over_target_token_c": c,
+                      f"target_{k + 1}_tokens_over_1_token": r},
+        verify_cost_over_forward=verify_ratio,
+        round_cost_stochastic_over_sampler_match=per_round["stochastic"]
+        / per_round["sampler-match"],
+        speedup_measured=measured,
+        speedup_predicted=predicted,
+        speedup_measured_over_predicted={
+            rule: measured[rule] / predicted[rule] for rule in SPECULATIVE_RULES
+        },
+        speculative_over_mlx_lm={
+            rule: tokens_per_second[f"speculative-{rule}"]
+            / tokens_per_second["mlx-lm-speculative"]
+            for rule in SPECULATIVE_RULES
+        },
+    )
+    print(render_markdown(result))
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as handle:
+            json.dump(result.__dict__, handle, indent=2)
+            handle.write("\n")
+    return 0
+
+
+def render_markdown(result: BenchResult) -> str:
+    """The benchmark as Markdown: settings, then one table per question."""
+    s = result.settings
+    k = s["num_draft_tokens"]
+    lines = [
+        f"Benchmark: {s['max_tokens']} tokens, k={k}, temperature={s['temperature']}, "
+        f"seed={s['seed']}, {s['repeats']} interleaved repeats (medians); "
+        f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}",
+        "",
+        "| arm | tokens/s | ratio to target-only |",
+        "|---|---:|---:|",
+    ]
+    base = result.tokens_per_second["target-only"]
+    for arm, rate in result.tokens_per_second.items():
+        lines.append(f"| {arm} | {rate:.1f} | {rate / base:.3f} |")
+    lines += [
+        "",
+        "| rule | s/round | host syncs/round | per-position acceptance | tokens/round "
+        "| verify / target forward | measured speedup | predicted | measured/predicted "
+        "| vs mlx-lm speculative |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rule in SPECULATIVE_RULES:
+        lines.append(
+            f"| {rule} | {result.seconds_per_round[rule] * 1e3:.2f} ms "
+            f"| {result.host_syncs_per_round[rule]:.2f} "
+            f"| {result.per_position_acceptance[rule]:.4f} "
+            f"| {result.tokens_per_round[rule]:.3f} "
+            f"| {result.verify_cost_over_forward[rule]:.3f} "
+            f"| {result.speedup_measured[rule]:.3f} | {result.speedup_predicted[rule]:.3f} "
+            f"| {result.speedup_measured_over_predicted[rule]:.3f} "
+            f"| {result.speculative_over_mlx_lm[rule]:.3f} |"
+        )
+    c = result.forward_cost["drafter_token_over_target_token_c"]
+    r = result.forward_cost[f"target_{k + 1}_tokens_over_1_token"]
+    lines += [
+        "",
+        f"Round cost, stochastic / sampler-match: "
+        f"{result.round_cost_stochastic_over_sampler_match:.3f}. "
+        f"Drafter token / target token (c): {c:.3f}; target {k + 1}-token forward / "
+        f"1-token forward: {r:.3f}. Predicted speedup = expected_tokens_per_round([alpha]*k)"
+        f" / (k*c + {k + 1}-token cost ratio).",
+    ]
+    return "\n".join(lines)
