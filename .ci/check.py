@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""The project's whole check, in the order a failure is cheapest to read.
+
+Run from the repository root inside an environment that has `.[dev]`
+installed; the README's test command creates that environment first.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci"]
+
+
+def step(name: str, *command: str) -> None:
+    print(f"\n=== {name}: {' '.join(command)}", flush=True)
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT, check=False)
+    print(f"=== {name}: exit {result.returncode} in {time.perf_counter() - start:.1f}s")
+    if result.returncode != 0:  # pytest's 5 (no tests collected) fails too
+        sys.exit(f"check failed at: {name}")
+
+
+def main() -> None:
+    python = sys.executable
+    trees = [t for t in PYTHON_TREES if (ROOT / t).exists()]
+    step("ruff", python, "-m", "ruff", "check", *trees)
+    step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs")
+    step(
+        "pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "--doctest-modules", "impl", "tests", "proofs",
+        "README.md", "--doctest-glob=README.md",
+    )
+    if (ROOT / "docs" / "conf.py").exists():
+        step("sphinx html", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html",
+             "docs", "docs/_build/html")
+        step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
+             "doctest", "docs", "docs/_build/doctest")
+    print("\nall checks passed")
+
+
+if __name__ == "__main__":
+    main()
