@@ -1,0 +1,494 @@
+"""Replay the golden vectors of spec/vectors/ through the library, and keep them in sync.
+
+Three guarantees, each a test below:
+
+- every committed vector replays: ids and bools exactly, floats within the vector's `atol`;
+- regenerating the vectors reproduces the committed files byte for byte, so a change to the
+  library or the generator that moves a vector fails CI until the files are regenerated and
+  the change is reviewed;
+- the replay can fail: a vector with one corrupted expected value is reported.
+
+`replay` is written as a porter would write it in another language: it reads only the JSON
+fields that spec/vectors/schema.md documents and calls the public API.
+
+The last tests keep the spec pages that document the vectors honest without a Sphinx build:
+their `{doctest}` blocks run, their `{literalinclude}` targets exist (resolved from the
+docs/spec/ stubs that include them), and their relative links point at pages that exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import doctest
+import json
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from specaccept import (
+    AcceptanceRule,
+    SamplerConfig,
+    accept_draft_token,
+    acceptance_closed_forms,
+    acceptance_probability,
+    effective_token_distribution,
+    residual_distribution,
+    residual_resample,
+    rewind_trim,
+    sample_from_distribution,
+    sample_token_with_distribution,
+    verify_block,
+    verify_draft_token,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "spec"
+VECTORS = SPEC / "vectors"
+GENERATOR = VECTORS / "generate.py"
+FORMAT_VERSION = 1
+FAMILIES = (
+    "effective_token_distribution",
+    "sample_from_distribution",
+    "accept_draft_token",
+    "residual_distribution",
+    "verify_draft_token",
+    "verify_block",
+    "rewind_trim",
+    "acceptance_closed_forms",
+)
+CONFIG_FIELDS = (
+    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
+    "frequency_penalty", "presence_penalty", "dry_multiplier", "dry_base", "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
+    "logit_bias",
+)
+
+Problems = list[str]
+"""What a replay found wrong; empty when the library reproduces the vector."""
+
+
+# --- reading JSON values -----------------------------------------------------------------
+
+
+class SchemaError(ValueError):
+    """A vector does not follow spec/vectors/schema.md."""
+
+
+def obj(value: object, what: str) -> dict[str, object]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise SchemaError(f"{what} must be an object, got {value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def seq(value: object, what: str) -> list[object]:
+    if not isinstance(value, list):
+        raise SchemaError(f"{what} must be an array, got {value!r}")
+    return list(value)
+
+
+def integer(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchemaError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise SchemaError(f"{what} must be a boolean, got {value!r}")
+    return value
+
+
+def real(value: object, what: str) -> float:
+    """A JSON number, or the string "-inf" (which JSON cannot spell)."""
+    if value == "-inf":
+        return -math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SchemaError(f"{what} must be a number or \"-inf\", got {value!r}")
+    return float(value)
+
+
+def reals(value: object, what: str) -> list[float] | list[list[float]]:
+    items = seq(value, what)
+    if items and all(isinstance(item, list) for item in items):
+        return [[real(x, what) for x in seq(row, what)] for row in items]
+    return [real(x, what) for x in items]
+
+
+def float_array(value: object, what: str) -> mx.array:
+    """A [V] or [R, V] float32 array."""
+    return mx.array(reals(value, what), dtype=mx.float32)
+
+
+def token_arg(value: object, what: str) -> int | mx.array:
+    """A token id (int) or a batch of ids ([k] int32)."""
+    if isinstance(value, list):
+        return mx.array([integer(x, what) for x in value], dtype=mx.int32)
+    return integer(value, what)
+
+
+def uniform_arg(value: object, what: str) -> float | mx.array:
+    """A uniform (float) or a batch of uniforms ([k] float32)."""
+    if isinstance(value, list):
+        return mx.array([real(x, what) for x in value], dtype=mx.float32)
+    return real(value, what)
+
+
+def rule_arg(value: object) -> AcceptanceRule:
+    if not isinstance(value, str):
+        raise SchemaError(f"rule must be a rule id string, got {value!r}")
+    return AcceptanceRule(value)
+
+
+def sampler_config(value: object) -> SamplerConfig:
+    raw = obj(value, "config")
+    if sorted(raw) != sorted(CONFIG_FIELDS):
+        raise SchemaError(f"config must hold exactly the fields {CONFIG_FIELDS}, got {sorted(raw)}")
+    bias: dict[int, float] = {}
+    for pair in seq(raw["logit_bias"], "logit_bias"):
+        token, amount = seq(pair, "logit_bias pair")
+        bias[integer(token, "logit_bias id")] = real(amount, "logit_bias value")
+    return SamplerConfig(
+        temperature=real(raw["temperature"], "temperature"),
+        top_k=integer(raw["top_k"], "top_k"),
+        top_p=real(raw["top_p"], "top_p"),
+        min_p=real(raw["min_p"], "min_p"),
+        repetition_penalty=real(raw["repetition_penalty"], "repetition_penalty"),
+        repetition_context_size=integer(raw["repetition_context_size"], "repetition_context_size"),
+        frequency_penalty=real(raw["frequency_penalty"], "frequency_penalty"),
+        presence_penalty=real(raw["presence_penalty"], "presence_penalty"),
+        dry_multiplier=real(raw["dry_multiplier"], "dry_multiplier"),
+        dry_base=real(raw["dry_base"], "dry_base"),
+        dry_allowed_length=integer(raw["dry_allowed_length"], "dry_allowed_length"),
+        dry_penalty_last_n=integer(raw["dry_penalty_last_n"], "dry_penalty_last_n"),
+        dry_sequence_breakers=tuple(
+            integer(t, "dry_sequence_breakers") for t in seq(raw["dry_sequence_breakers"], "b")
+        ),
+        xtc_probability=real(raw["xtc_probability"], "xtc_probability"),
+        xtc_threshold=real(raw["xtc_threshold"], "xtc_threshold"),
+        logit_bias=bias,
+    )
+
+
+# --- comparing results -------------------------------------------------------------------
+
+
+def same(label: str, got: object, want: object) -> Problems:
+    """Exact equality for ids and bools (a bool never equals an int here)."""
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return [f"{label}: got {got!r}, expected {want!r}"]
+        return [p for i, (g, w) in enumerate(zip(got, want, strict=True))
+                for p in same(f"{label}[{i}]", g, w)]
+    if isinstance(got, bool) != isinstance(want, bool) or got != want:
+        return [f"{label}: got {got!r}, expected {want!r}"]
+    return []
+
+
+def close(label: str, got: object, want: object, atol: float) -> Problems:
+    """``abs(got - want) <= atol`` elementwise; atol 0 is exact equality."""
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return [f"{label}: got {got!r}, expected {want!r}"]
+        return [p for i, (g, w) in enumerate(zip(got, want, strict=True))
+                for p in close(f"{label}[{i}]", g, w, atol)]
+    expected = real(want, label)
+    if isinstance(got, bool) or not isinstance(got, int | float):
+        return [f"{label}: got {got!r}, expected {expected!r}"]
+    if not abs(float(got) - expected) <= atol:
+        return [f"{label}: got {got!r}, expected {expected!r} (atol {atol})"]
+    return []
+
+
+# --- one replay per family ---------------------------------------------------------------
+
+Replayer = Callable[[dict[str, object], dict[str, object], float], Problems]
+
+
+def replay_effective_token_distribution(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    logits = float_array(inputs["logits"], "logits")
+    cfg = sampler_config(inputs["config"])
+    history = [integer(t, "history") for t in seq(inputs["history"], "history")]
+    probs = effective_token_distribution(logits, cfg, history)
+    problems = close("probs", probs.tolist(), expected["probs"], atol)
+    uniforms = seq(inputs["draw_uniforms"], "draw_uniforms")
+    tokens = seq(expected["draw_tokens"], "draw_tokens")
+    if len(uniforms) != len(tokens):
+        raise SchemaError("draw_uniforms and draw_tokens must have the same length")
+    for j, (u, token) in enumerate(zip(uniforms, tokens, strict=True)):
+        drawn, law = sample_token_with_distribution(logits, cfg, history, real(u, "u"))
+        problems += same(f"draw_tokens[{j}]", drawn.item(), token)
+        problems += close(f"draw law [{j}]", law.tolist(), expected["probs"], atol)
+    return problems
+
+
+def replay_sample_from_distribution(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    probs = float_array(inputs["probs"], "probs")
+    token = sample_from_distribution(probs, uniform_arg(inputs["u"], "u"))
+    return same("token", token.tolist(), expected["token"])
+
+
+def replay_accept_draft_token(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    accepted = accept_draft_token(
+        float_array(inputs["p"], "p"), float_array(inputs["q"], "q"),
+        token_arg(inputs["token"], "token"), uniform_arg(inputs["u"], "u"),
+    )
+    return same("accepted", accepted.tolist(), expected["accepted"])
+
+
+def replay_residual_distribution(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
+    problems = close("residual", residual_distribution(p, q).tolist(), expected["residual"], atol)
+    uniforms = seq(inputs["u"], "u")
+    tokens = seq(expected["tokens"], "tokens")
+    if len(uniforms) != len(tokens):
+        raise SchemaError("u and tokens must have the same length")
+    for j, (u, token) in enumerate(zip(uniforms, tokens, strict=True)):
+        problems += same(f"tokens[{j}]", residual_resample(p, q, real(u, "u")).item(), token)
+    return problems
+
+
+def replay_verify_draft_token(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    q = inputs["q"]
+    verdict = verify_draft_token(
+        rule_arg(inputs["rule"]), float_array(inputs["p"], "p"),
+        None if q is None else float_array(q, "q"), token_arg(inputs["token"], "token"),
+        uniform_arg(inputs["u_accept"], "u_accept"), uniform_arg(inputs["u_sample"], "u_sample"),
+    )
+    return (same("accepted", verdict.accepted.tolist(), expected["accepted"])
+            + same("token", verdict.token.tolist(), expected["token"]))
+
+
+def replay_verify_block(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    draft = inputs["draft_probs"]
+    tokens = [integer(t, "draft_tokens") for t in seq(inputs["draft_tokens"], "draft_tokens")]
+    verdict = verify_block(
+        rule_arg(inputs["rule"]), float_array(inputs["target_probs"], "target_probs"),
+        None if draft is None else float_array(draft, "draft_probs"),
+        mx.array(tokens, dtype=mx.int32), float_array(inputs["uniforms"], "uniforms"),
+    )
+    return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
+            + same("next_token", verdict.next_token.item(), expected["next_token"]))
+
+
+def replay_rewind_trim(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    plan = rewind_trim(integer(inputs["num_draft"], "num_draft"),
+                       integer(inputs["num_accepted"], "num_accepted"))
+    return (same("target_trim", plan.target_trim, expected["target_trim"])
+            + same("draft_trim", plan.draft_trim, expected["draft_trim"])
+            + same("draft_backfill", plan.draft_backfill, expected["draft_backfill"]))
+
+
+def replay_acceptance_closed_forms(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
+    forms = acceptance_closed_forms(p, q)
+    problems = (close("sum_min", forms.sum_min.tolist(), expected["sum_min"], atol)
+                + close("sum_prod", forms.sum_prod.tolist(), expected["sum_prod"], atol)
+                + close("total_variation", forms.total_variation.tolist(),
+                        expected["total_variation"], atol))
+    per_rule = obj(expected["acceptance_probability"], "acceptance_probability")
+    if sorted(per_rule) != sorted(rule.value for rule in AcceptanceRule):
+        raise SchemaError(f"acceptance_probability must name every rule id, got {sorted(per_rule)}")
+    for rule_id, want in sorted(per_rule.items()):
+        got = acceptance_probability(AcceptanceRule(rule_id), p, q).tolist()
+        problems += close(f"acceptance_probability[{rule_id}]", got, want, atol)
+    return problems
+
+
+REPLAYERS: dict[str, Replayer] = {
+    "effective_token_distribution": replay_effective_token_distribution,
+    "sample_from_distribution": replay_sample_from_distribution,
+    "accept_draft_token": replay_accept_draft_token,
+    "residual_distribution": replay_residual_distribution,
+    "verify_draft_token": replay_verify_draft_token,
+    "verify_block": replay_verify_block,
+    "rewind_trim": replay_rewind_trim,
+    "acceptance_closed_forms": replay_acceptance_closed_forms,
+}
+
+
+def replay(family: str, vector: Mapping[str, object]) -> Problems:
+    """Replay one vector of `family`; return what differs (empty: the library reproduces it)."""
+    record = obj(dict(vector), "vector")
+    atol = real(record["atol"], "atol")
+    if not atol >= 0.0:
+        raise SchemaError(f"atol must be >= 0, got {atol}")
+    inputs, expected = obj(record["input"], "input"), obj(record["expected"], "expected")
+    return REPLAYERS[family](inputs, expected, atol)
+
+
+# --- the committed files -----------------------------------------------------------------
+
+
+def load(family: str) -> dict[str, object]:
+    document = obj(json.loads((VECTORS / f"{family}.json").read_text("ascii")), family)
+    if document["family"] != family or document["format_version"] != FORMAT_VERSION:
+        raise SchemaError(f"{family}.json has the wrong family or format_version")
+    return document
+
+
+def vectors_of(family: str) -> list[dict[str, object]]:
+    return [obj(v, "vector") for v in seq(load(family)["vectors"], "vectors")]
+
+
+CASES = [
+    pytest.param(family, vector, id=f"{family}/{vector['name']}")
+    for family in FAMILIES
+    for vector in vectors_of(family)
+]
+
+
+def test_replayers_cover_every_family() -> None:
+    assert tuple(REPLAYERS) == FAMILIES
+    committed = sorted(path.stem for path in VECTORS.glob("*.json") if path.stem != "schema")
+    assert committed == sorted(FAMILIES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_vector_names_are_unique(family: str) -> None:
+    names = [v["name"] for v in vectors_of(family)]
+    assert names, f"{family}.json has no vectors"
+    assert len(names) == len(set(map(str, names)))
+
+
+@pytest.mark.parametrize(("family", "vector"), CASES)
+def test_vector_replays(family: str, vector: dict[str, object]) -> None:
+    assert replay(family, vector) == []
+
+
+def corruptible(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(corruptible(v) for v in value.values())
+    if isinstance(value, list):
+        return bool(value) and corruptible(value[0])
+    return isinstance(value, int | float)
+
+
+def corrupt(value: object) -> object:
+    """`value` with its first leaf changed beyond any tolerance a vector may carry."""
+    if isinstance(value, dict):
+        first = next(key for key in sorted(value) if corruptible(value[key]))
+        return {**value, first: corrupt(value[first])}
+    if isinstance(value, list):
+        return [corrupt(value[0]), *value[1:]]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 0.5
+    raise TypeError(f"cannot corrupt {value!r}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_corrupted_expected_value_fails_the_replay(family: str) -> None:
+    for vector in vectors_of(family):
+        assert replay(family, vector) == []
+        mutated = copy.deepcopy(vector)
+        mutated["expected"] = corrupt(mutated["expected"])
+        assert replay(family, mutated) != [], f"corrupting {vector['name']} went unnoticed"
+
+
+def test_regenerating_reproduces_the_committed_files(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(GENERATOR), "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    fresh = sorted(path.name for path in tmp_path.glob("*.json"))
+    committed = sorted(path.name for path in VECTORS.glob("*.json") if path.stem != "schema")
+    assert fresh == committed
+    for name in fresh:
+        assert (tmp_path / name).read_bytes() == (VECTORS / name).read_bytes(), (
+            f"spec/vectors/{name} is stale: run `python spec/vectors/generate.py` and review the "
+            "diff"
+        )
+
+
+def test_committed_files_follow_the_json_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((VECTORS / "schema.json").read_text("ascii"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for family in FAMILIES:
+        errors = [e.message for e in validator.iter_errors(load(family))]
+        assert errors == [], f"{family}.json: {errors[:3]}"
+
+
+# --- the spec pages ----------------------------------------------------------------------
+
+PAGES = sorted(SPEC.rglob("*.md"))
+DOCTEST_BLOCK = re.compile(r"^```\{doctest\}\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+LITERALINCLUDE = re.compile(
+    r"^```\{literalinclude\} (\S+)\n(?::[a-z-]+:.*\n)*?:pyobject: (\S+)\n", re.MULTILINE
+)
+LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)]*)?\)")
+# sphinx.ext.doctest's default option flags.
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(SPEC))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_spec_doctest_blocks_pass(page: Path) -> None:
+    text = page.read_text("utf-8")
+    parser = doctest.DocTestParser()
+    for number, block in enumerate(DOCTEST_BLOCK.findall(text)):
+        test = parser.get_doctest(block, {}, f"{page_id(page)}[{number}]", str(page), 0)
+        runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS)
+        runner.run(test)
+        assert runner.summarize(verbose=False).failed == 0, f"{test.name} failed"
+
+
+def defined_names(module: Path) -> set[str]:
+    """Top-level functions and classes, and Class.method, of a Python file."""
+    names: set[str] = set()
+    for node in ast.parse(module.read_text("utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names.update(f"{node.name}.{item.name}" for item in node.body
+                         if isinstance(item, ast.FunctionDef))
+    return names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_spec_literalincludes_resolve_from_the_docs_stubs(page: Path) -> None:
+    # docs/spec/ mirrors spec/, and MyST resolves a literalinclude in included text against the
+    # including stub, so a path is written relative to docs/spec/<same path as the page>.
+    stub_dir = ROOT / "docs" / "spec" / page.relative_to(SPEC).parent
+    for path, pyobject in LITERALINCLUDE.findall(page.read_text("utf-8")):
+        target = (stub_dir / path).resolve()
+        assert target.is_relative_to(ROOT / "impl"), f"{path} does not point into impl/"
+        assert target.is_file(), f"{path} resolves to a missing file {target}"
+        assert pyobject in defined_names(target), f"{pyobject} is not defined in {path}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_spec_links_point_at_existing_pages(page: Path) -> None:
+    for target, _anchor in LINK.findall(page.read_text("utf-8")):
+        assert (page.parent / target).is_file(), f"{page_id(page)} links to a missing {target}"
