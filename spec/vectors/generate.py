@@ -466,8 +466,10 @@ def distribution_cases() -> list[DistributionCase]:
           d, config(min_p=0.25), dyadic, True),
         c("min_p_excludes_below_floor", "floor = 0.5 * 0.5 = 0.25 drops the two 0.125 ids", d,
           config(min_p=0.5), two_thirds, False),
-        c("min_p_after_top_p", "min-p reads the top-p renormalized distribution", d,
-          config(top_p=0.8125, min_p=0.5), two_thirds, False),
+        c("min_p_after_top_p",
+          "top-p keeps ids 0 and 1, then min-p (floor 0.375 * 2/3 = 0.25) keeps both; the "
+          "reverse order would leave id 0 alone", d, config(top_p=0.625, min_p=0.375),
+          two_thirds, False),
         c("xtc_mixture_half", "0.5 * no cut + 0.5 * cut: the mixture, no randomness", d,
           config(xtc_probability=0.5, xtc_threshold=0.25), [0.25, 0.375, 0.1875, 0.1875], True),
         c("xtc_always_cut", "ids 0 and 1 reach 0.25; all but the least likely (id 1) are cut", d,
