@@ -35,7 +35,7 @@ def require_probabilities(name: str, value: object, *, ndims: tuple[int, ...]) -
     if array.dtype != mx.float32:
         raise TypeError(
             f"{name} must be float32, got {array.dtype}: half-precision probabilities "
-            "underflow below ~6e-8 and turn small acceptance ratios into certain accepts"
+            "underflow below ~6e-8, turning small ratios into certain accepts or rejects"
         )
     if array.shape[-1] < 1:
         raise ValueError(f"{name} must have a non-empty vocabulary axis, got {tuple(array.shape)}")

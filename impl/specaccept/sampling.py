@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 _NEG_INF = float("-inf")
+_DRY_PENALTY_CAP = 1e30
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,14 @@ class SamplerConfig:
             bias[token] = _checks.real(f"logit_bias[{token}]", value)
         object.__setattr__(self, "logit_bias", bias)
 
+    def __hash__(self) -> int:
+        # logit_bias is a dict (for a natural constructor); hash its items instead.
+        values = tuple(
+            tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+            for v in (getattr(self, f) for f in self.__dataclass_fields__)
+        )
+        return hash(values)
+
     @property
     def is_greedy(self) -> bool:
         """True when the sampler is an argmax: temperature 0 or top-k 1."""
@@ -168,7 +177,8 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     its match length is the longest L with window[i-L:i] == window[n-L:n],
     where the matched suffix holds no sequence breaker. A token whose longest
     match reaches `dry_allowed_length` is penalised by
-    multiplier * base ** (L - allowed_length). Breakers are never penalised.
+    multiplier * base ** (L - allowed_length), capped at 1e30. Breakers are never
+    penalised.
     """
     window = history if config.dry_penalty_last_n == -1 else history[-config.dry_penalty_last_n :]
     n = window.shape[0]
@@ -190,6 +200,9 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
     exponent = longest - config.dry_allowed_length
     penalty = config.dry_multiplier * mx.power(mx.array(config.dry_base, mx.float32), exponent)
+    # Long repeats would overflow float32 to inf; a finite cap excludes the token just as
+    # surely and keeps a fully penalised row from turning into NaN.
+    penalty = mx.minimum(penalty, _DRY_PENALTY_CAP)
     return mx.where(longest >= config.dry_allowed_length, penalty, 0.0)
 
 
@@ -200,7 +213,8 @@ def _xtc_cut(logits: mx.array, threshold: float) -> mx.array:
     token tied at the smallest qualifying probability survives.
     """
     probs = mx.softmax(logits, axis=-1, precise=True)
-    above = probs >= threshold
+    # A token of zero probability never qualifies, even at threshold 0.
+    above = (probs >= threshold) & (probs > 0)
     smallest_above = mx.min(mx.where(above, probs, 2.0), axis=-1, keepdims=True)
     cut = above & (probs > smallest_above) & (above.sum(axis=-1, keepdims=True) >= 2)
     return mx.where(cut, _NEG_INF, logits)
