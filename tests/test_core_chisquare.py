@@ -1,0 +1,161 @@
+"""Pearson goodness of fit of whole speculative rounds against target-only sampling.
+
+Null hypothesis: the tokens a speculative decoder emits are distributed as the
+target sampler's own draws. The target here ignores its input, so target-only
+sampling is i.i.d. draws from one categorical p, and under the null every
+emitted token (accepted draft, residual replacement or bonus) is an i.i.d. draw
+from p. A chi-square test against p therefore tests the null directly.
+
+alpha = 1e-4 with 5 degrees of freedom: a correct implementation fails one run
+in ten thousand, and the uniforms come from fixed keys so a run is reproducible.
+Power is demonstrated, not assumed: the same statistic on the same uniforms must
+reject two known-wrong rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mlx.core as mx
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+
+from specaccept import (
+    AcceptanceRule,
+    BlockVerdict,
+    SamplerConfig,
+    accept_draft_token,
+    acceptance_probability,
+    effective_token_distribution,
+    sample_from_distribution,
+    verify_block,
+)
+
+VOCAB = 6
+ALPHA = 1e-4
+THRESHOLD = float(stats.chi2.ppf(1.0 - ALPHA, VOCAB - 1))
+ROUNDS = 12_000  # every round emits at least one token, so >= 12,000 tokens per k
+MIN_TOKENS = 12_000
+
+TARGET_CONFIG = SamplerConfig(temperature=0.7)
+DRAFT_CONFIG = SamplerConfig(temperature=1.0)
+P = effective_token_distribution(mx.array([1.6, 1.0, 0.4, 0.0, -0.6, -1.2]), TARGET_CONFIG)
+Q = effective_token_distribution(mx.array([-1.0, -0.2, 0.3, 0.9, 0.2, 1.5]), DRAFT_CONFIG)
+
+# (target_probs [k+1, V], draft_probs [k, V], draft_tokens [k], uniforms [k+1, 2]) -> verdict
+BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.array]]
+
+
+def _rule_block(rule: AcceptanceRule) -> BlockFn:
+    def block(
+        target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
+    ) -> tuple[mx.array, mx.array]:
+        # sampler-match is run as a drafter without q would run it: draft_probs=None.
+        draft_probs = draft if rule.needs_proposal_distribution else None
+        verdict: BlockVerdict = verify_block(rule, target, draft_probs, tokens, uniforms)
+        return verdict.num_accepted, verdict.next_token
+
+    return block
+
+
+def _wrong_resample_from_p(
+    target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
+) -> tuple[mx.array, mx.array]:
+    """verify_block with one change: a rejection is replaced by a draw from p, not the residual."""
+    k = tokens.shape[0]
+    accepted = accept_draft_token(target[:k], draft, tokens, uniforms[:k, 0])
+    replacement = sample_from_distribution(target[:k], uniforms[:k, 1])
+    emitted = mx.where(accepted, tokens, replacement)
+    bonus = sample_from_distribution(target[k:], uniforms[k:, 1])
+    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
+    return num_accepted, mx.concatenate([emitted, bonus])[num_accepted]
+
+
+def _wrong_argmax_against_argmax(
+    target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
+) -> tuple[mx.array, mx.array]:
+    """The greedy rule applied to a sampled target: argmax whatever the temperature."""
+    verdict = verify_block(AcceptanceRule.GREEDY_ARGMAX, target, None, tokens, uniforms)
+    return verdict.num_accepted, verdict.next_token
+
+
+def emitted_tokens(
+    block: BlockFn, k: int, seed: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Run ROUNDS independent rounds in one vmapped evaluation; return (tokens, num_accepted)."""
+    draft_key, uniform_key = mx.random.split(mx.random.key(seed), 2)
+    draft_u = mx.random.uniform(shape=(ROUNDS * k,), key=draft_key)
+    drafts = sample_from_distribution(mx.broadcast_to(Q, (ROUNDS * k, VOCAB)), draft_u)
+    drafts = drafts.reshape(ROUNDS, k)
+    uniforms = mx.random.uniform(shape=(ROUNDS, k + 1, 2), key=uniform_key)
+    target = mx.broadcast_to(P, (ROUNDS, k + 1, VOCAB))  # the target ignores its input
+    draft = mx.broadcast_to(Q, (ROUNDS, k, VOCAB))
+    num_accepted, next_token = mx.vmap(block)(target, draft, drafts, uniforms)
+    mx.eval(drafts, num_accepted, next_token)
+    d = np.array(drafts, dtype=np.int64)
+    a = np.array(num_accepted, dtype=np.int64)
+    assert a.min() >= 0 and a.max() <= k
+    kept = np.arange(k)[None, :] < a[:, None]  # emit d[:a] + [next_token]
+    tokens = np.concatenate([d[kept], np.array(next_token, dtype=np.int64)])
+    return tokens, a
+
+
+def chi_square(tokens: npt.NDArray[np.int64]) -> float:
+    counts = np.bincount(tokens, minlength=VOCAB)
+    p = np.array(P, dtype=np.float64)
+    p /= p.sum()
+    return float(stats.chisquare(counts, f_exp=p * counts.sum()).statistic)
+
+
+def test_vmapped_rounds_agree_with_single_calls() -> None:
+    # The harness batches rounds with mx.vmap; the statistic is about verify_block, so pin
+    # that the batched verdicts are the unbatched ones.
+    k, rounds = 4, 40
+    keys = mx.random.split(mx.random.key(7), 2)
+    drafts = mx.random.randint(0, VOCAB, (rounds, k), key=keys[0])
+    uniforms = mx.random.uniform(shape=(rounds, k + 1, 2), key=keys[1])
+    target = mx.broadcast_to(P, (rounds, k + 1, VOCAB))
+    draft = mx.broadcast_to(Q, (rounds, k, VOCAB))
+    for rule in (AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH):
+        block = _rule_block(rule)
+        batched = mx.vmap(block)(target, draft, drafts, uniforms)
+        singles = [block(target[i], draft[i], drafts[i], uniforms[i]) for i in range(rounds)]
+        assert np.array(batched[0]).tolist() == [int(np.asarray(s[0])) for s in singles]
+        assert np.array(batched[1]).tolist() == [int(np.asarray(s[1])) for s in singles]
+
+
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize(
+    "rule", [AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH], ids=lambda r: r.value
+)
+def test_emitted_tokens_fit_the_target_distribution(rule: AcceptanceRule, k: int) -> None:
+    tokens, accepted = emitted_tokens(_rule_block(rule), k, seed=1000 + k)
+    statistic = chi_square(tokens)
+    tested = np.minimum(accepted + 1, k).sum()  # a round stops testing at its first rejection
+    rate = accepted.sum() / tested
+    print(
+        f"\n{rule.value} k={k}: chi2={statistic:.2f} (threshold {THRESHOLD:.2f}) "
+        f"tokens={tokens.size} per-position acceptance={rate:.4f} "
+        f"closed form={acceptance_probability(rule, P, Q).item():.4f}"
+    )
+    assert tokens.size >= MIN_TOKENS
+    assert statistic <= THRESHOLD
+
+
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize(
+    "wrong",
+    [_wrong_resample_from_p, _wrong_argmax_against_argmax],
+    ids=["resample-from-p", "argmax-against-argmax"],
+)
+def test_the_same_statistic_rejects_wrong_rules(wrong: BlockFn, k: int) -> None:
+    tokens, _ = emitted_tokens(wrong, k, seed=1000 + k)  # the very uniforms of the test above
+    statistic = chi_square(tokens)
+    print(
+        f"\n{wrong.__name__} k={k}: chi2={statistic:.2f} (threshold {THRESHOLD:.2f}) "
+        f"tokens={tokens.size}"
+    )
+    assert tokens.size >= MIN_TOKENS
+    assert statistic > THRESHOLD
