@@ -573,9 +573,10 @@ def test_accept_test_never_admits_a_token_outside_the_target_support() -> None:
 
 
 def test_float32_carries_the_small_ratios_that_float16_flushes() -> None:
-    """Lemma 1, in practice: float16 has no value below 2**-24 (about 6e-8) and flushes
-    what lies under 2**-25 to zero, so a 1/2 acceptance ratio between two such
-    probabilities reads 0/0; the library refuses float16 and keeps them in float32."""
+    """Lemma 1, in practice: float16 has no value below 2**-24 (about 6e-8), flushes what
+    lies under 2**-25 to zero and rounds what lies just above to multiples of 2**-24, so
+    acceptance ratios between such probabilities are lost; the library refuses float16
+    and keeps them in float32."""
     small_p, small_q = 2.0**-27, 2.0**-26
     assert mx.array(2.0**-24, dtype=mx.float16).item() == 2.0**-24
     assert mx.array(small_q, dtype=mx.float16).item() == 0.0
@@ -592,6 +593,16 @@ def test_float32_carries_the_small_ratios_that_float16_flushes() -> None:
     assert [(u * q_back[0] <= p_back[0]).item() for u in (0.25, 0.75)] == [True, True]
     assert [accept_draft_token(p_back, q_back, 0, u).item() for u in (0.25, 0.75)] == [
         False, False,
+    ]
+    # Just above the flush, float16 rounds to multiples of 2**-24: a 5/7 ratio between
+    # 5 * 2**-27 and 7 * 2**-27 reads 1, a certain accept even with the conjunct.
+    p = mx.array([5 * 2.0**-27, 1.0 - 5 * 2.0**-27], dtype=mx.float32)
+    q = mx.array([7 * 2.0**-27, 1.0 - 7 * 2.0**-27], dtype=mx.float32)
+    assert [accept_draft_token(p, q, 0, u).item() for u in (0.5, 0.75)] == [True, False]
+    p_back, q_back = (d.astype(mx.float16).astype(mx.float32) for d in (p, q))
+    assert np.array(p_back)[0] == np.array(q_back)[0] == 2.0**-24
+    assert [accept_draft_token(p_back, q_back, 0, u).item() for u in (0.5, 0.75)] == [
+        True, True,
     ]
 
 
@@ -730,13 +741,15 @@ def block_law(rule: AcceptanceRule, target: Table, drafter: Table, prefix: Token
     for drafts, weight in draft_phase(drafter, prefix, k):
         ps = [target(prefix + drafts[:i]) for i in range(k + 1)]
         qs = [drafter(prefix + drafts[:i]) for i in range(k)]
+        # Row i's (u_accept, u_sample) pieces; row k has no draft, so its u_accept has no
+        # breakpoint (one piece) and its u_sample those of the bonus draw from p_k.
+        breaks = [(accept_breaks(ps[i], qs[i], drafts[i]), sample_breaks(ps[i], qs[i]))
+                  for i in range(k)] + [([], cut_points(ps[k]))]
         axes = [
             [((a_hi - a_lo) * (s_hi - s_lo), (inside(a_lo, a_hi), inside(s_lo, s_hi)))
-             for a_lo, a_hi in pieces(accept_breaks(ps[i], qs[i], drafts[i]))
-             for s_lo, s_hi in pieces(sample_breaks(ps[i], qs[i]))]
-            for i in range(k)
+             for a_lo, a_hi in pieces(accept) for s_lo, s_hi in pieces(sample)]
+            for accept, sample in breaks
         ]
-        axes.append([((hi - lo), (0.5, inside(lo, hi))) for lo, hi in pieces(cut_points(ps[k]))])
         tp, dp = np.array(as_float32(ps)), np.array(as_float32(qs))
         for cells in itertools.product(*axes):
             weights.append(weight * prod((c[0] for c in cells), start=ONE))
