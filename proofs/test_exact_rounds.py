@@ -1004,6 +1004,12 @@ def test_mlxcel_rewind_keeps_the_law_but_not_the_drafter_context() -> None:
     assert expected_accepted(perfect) == 2 * N3
     stale = run_rounds(STOCHASTIC, TARGET3, TARGET3, PROMPT3, N3, 2, mlxcel_rewind)
     assert expected_accepted(stale) < 2 * N3
+    # The figures rewind.md quotes (expected accepted drafts over the two rounds).
+    quoted = [(TARGET3, rewind_trim, "6.00"), (TARGET3, mlxcel_rewind, "4.34"),
+              (mixed_drafter3, rewind_trim, "3.03"), (mixed_drafter3, mlxcel_rewind, "2.33")]
+    for drafter, plan, figure in quoted:
+        states = run_rounds(STOCHASTIC, TARGET3, drafter, PROMPT3, N3, 2, plan)
+        assert f"{float(expected_accepted(states)):.2f}" == figure
 
 
 def test_verifying_against_a_reconstructed_q_is_caught() -> None:
