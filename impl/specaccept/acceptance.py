@@ -234,6 +234,10 @@ def verify_draft_token(
     - stochastic: `accept_draft_token(p, q, token, u_accept)`; on rejection emit
       `residual_resample(p, q, u_sample)`.
 
+    *Note*: greedy-argmax is lossless only for a greedy target, whose p is one-hot.
+    Given a tempered p it is the biased argmax-against-argmax rule; `acceptance_rule`
+    never chooses it then, and callers that pick a rule by hand must not either.
+
     Args:
         rule: the acceptance rule.
         p: target distribution, `[V]` float32 (or `[k, V]`).

@@ -157,18 +157,20 @@ def run_benchmark(args: argparse.Namespace) -> int:
     }
     stats: dict[str, list[Any]] = {rule: [] for rule in SPECULATIVE_RULES}
 
-    def speculative(rule: RuleChoice) -> Callable[[], int]:
-        def run() -> int:
+    # Repeat r runs every arm with seed + r: each arm sees the same set of trajectories,
+    # and no ratio rests on one lucky or unlucky trajectory.
+    def speculative(rule: RuleChoice) -> Callable[[int], int]:
+        def run(seed: int) -> int:
             generator = generators[rule]
             count = sum(len(b) for b in generator.generate(prompt, n, seed=seed))
             stats[rule].append(generator.stats)
             return count
         return run
 
-    def target_only() -> int:
+    def target_only(seed: int) -> int:
         return sum(1 for _ in target_only_generate(pair.target, prompt, config, n, seed=seed))
 
-    def mlx_lm_speculative() -> int:
+    def mlx_lm_speculative(seed: int) -> int:
         mx.random.seed(seed)
         steps = speculative_generate_step(
             prompt_array, pair.target, pair.drafter, num_draft_tokens=k, max_tokens=n,
@@ -176,12 +178,12 @@ def run_benchmark(args: argparse.Namespace) -> int:
         )
         return sum(1 for _ in steps)
 
-    def mlx_lm_target_only() -> int:
+    def mlx_lm_target_only(seed: int) -> int:
         mx.random.seed(seed)
         steps = generate_step(prompt_array, pair.target, max_tokens=n, sampler=mlx_sampler)
         return sum(1 for _ in steps)
 
-    arms: dict[str, Callable[[], int]] = {
+    arms: dict[str, Callable[[int], int]] = {
         "target-only": target_only,
         "speculative-stochastic": speculative("stochastic"),
         "speculative-sampler-match": speculative("sampler-match"),
@@ -196,7 +198,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         order = names[repeat % len(names):] + names[: repeat % len(names)]
         for name in order:
             start = time.perf_counter()
-            count = arms[name]()
+            count = arms[name](seed + repeat)
             elapsed = time.perf_counter() - start
             if repeat:
                 rates[name].append(count / elapsed)
@@ -271,7 +273,8 @@ def render_markdown(result: BenchResult) -> str:
     k = s["num_draft_tokens"]
     lines = [
         f"Benchmark: {s['max_tokens']} tokens, k={k}, temperature={s['temperature']}, "
-        f"seed={s['seed']}, {s['repeats']} interleaved repeats (medians); "
+        f"seeds {s['seed']}..{s['seed'] + s['repeats']}, {s['repeats']} interleaved repeats "
+        "(medians; the first, warm-up, discarded); "
         f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}",
         "",
         "| arm | tokens/s | ratio to target-only |",
