@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="side-by-side performance ratios")
     _add_model_arguments(bench)
-    _add_run_arguments(bench, tokens=256)
+    _add_run_arguments(bench, tokens=200)
     _add_sampler_arguments(bench)
     bench.add_argument("--repeats", type=_positive_int, default=5)
     bench.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)

@@ -1,0 +1,221 @@
+"""The `specaccept` command and the embedded demo pair end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from specaccept import SamplerConfig, demo
+from specaccept.cli import build_parser, main
+from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.loading import ModelPair, load_pair
+
+SUMMARY = re.compile(
+    r"^\[Speculative acceptance\] rule=(greedy-argmax|sampler-match|stochastic) rounds=\d+ "
+    r"proposed=\d+ positions_tested=\d+ accepted=\d+ per_position_acceptance=\d\.\d{4} "
+    r"acceptance_rate=\d\.\d{4} mean_accepted_len=\d+\.\d{4}"
+    r"( closed_form_sum_min=\d\.\d{4} closed_form_sum_prod=\d\.\d{4})?$",
+    re.MULTILINE,
+)
+
+
+@pytest.fixture(scope="module")
+def pair() -> ModelPair:
+    return load_pair()
+
+
+def _prompt(pair: ModelPair, text: str = "ROMEO:\n") -> list[int]:
+    return [int(t) for t in pair.tokenizer.encode(text)]
+
+
+def test_generate_on_the_demo_pair_prints_text_and_the_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["generate", "-n", "40", "--seed", "3", "--diag", "--check-caches"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ROMEO:\n")
+    match = SUMMARY.search(out)
+    assert match is not None, out
+    assert "rule=stochastic" in match.group(0)
+    assert "closed_form_sum_min=" in match.group(0)
+    assert re.search(r"^generated=40 seconds=[\d.]+ tokens_per_second=[\d.]+$", out, re.M)
+
+
+def test_generate_rule_flag_and_greedy(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["generate", "-n", "12", "--rule", "sampler-match"])
+    assert "rule=sampler-match " in capsys.readouterr().out
+    main(["generate", "-n", "12", "--temp", "0"])
+    assert "rule=greedy-argmax " in capsys.readouterr().out
+
+
+def test_no_draft_streams_the_same_text_as_sampler_match(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Same seed, same uniforms: sampler-match emits the target-only stream.
+    main(["generate", "-n", "30", "--seed", "11", "--no-draft"])
+    target_only = capsys.readouterr().out.split("[Target only]")[0]
+    main(["generate", "-n", "30", "--seed", "11", "--rule", "sampler-match"])
+    speculative = capsys.readouterr().out.split("[Speculative acceptance]")[0]
+    assert target_only == speculative
+
+
+def test_greedy_demo_pair_matches_target_only_and_mlx_lm(pair: ModelPair) -> None:
+    from mlx_lm.generate import speculative_generate_step
+
+    prompt = _prompt(pair, "KING RICHARD III:\n")
+    greedy = SamplerConfig(temperature=0.0)
+    reference = list(target_only_generate(pair.target, prompt, greedy, 120))
+    for k in (1, 2, 4, 8):
+        generator = SpeculativeGenerator(
+            pair.target, pair.drafter, greedy, num_draft_tokens=k, check_caches=True
+        )
+        ours = [t for block in generator.generate(prompt, 120) for t in block]
+        assert ours == reference, f"k={k}"
+        theirs = [
+            int(t) for t, _, _ in speculative_generate_step(
+                mx.array(prompt, dtype=mx.uint32), pair.target, pair.drafter,
+                num_draft_tokens=k, max_tokens=120,
+            )
+        ]
+        assert theirs == reference, f"mlx-lm k={k}"
+
+
+PROMPTS = ("ROMEO:\n", "First Citizen:\n", "JULIET:\nO, ", "KING HENRY VI:\n", "GLOUCESTER:\n")
+
+
+def _measured_and_closed_form(pair: ModelPair, rule: RuleChoice) -> tuple[float, float, float]:
+    """Pooled per-position acceptance, Σ min(p, q) and its standard error at temperature 1.
+
+    200 tokens per prompt keep the context inside the demo pair's 256 trained positions.
+    """
+    generator = SpeculativeGenerator(
+        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule=rule,
+        diagnostics=True, check_caches=True,
+    )
+    accepted = tested = 0
+    sum_min = 0.0
+    for seed, text in enumerate(PROMPTS):
+        for _ in generator.generate(_prompt(pair, text), 200, seed=seed):
+            pass
+        accepted += generator.stats.accepted
+        tested += generator.stats.positions_tested
+        sum_min += generator.stats.sum_min_total
+    measured, predicted = accepted / tested, sum_min / tested
+    standard_error = (predicted * (1 - predicted) / tested) ** 0.5
+    print(f"{rule}: measured={measured:.4f} sum_min={predicted:.4f} se={standard_error:.4f} "
+          f"n={tested}")
+    return measured, predicted, standard_error
+
+
+def test_demo_pair_accepts_at_the_closed_form(pair: ModelPair) -> None:
+    """At temperature 1 the measured rate sits within 4 standard errors of Σ min(p, q)."""
+    measured, predicted, standard_error = _measured_and_closed_form(pair, "stochastic")
+    assert abs(measured - predicted) <= 4 * standard_error
+
+
+def test_the_closed_form_check_rejects_the_wrong_rule(pair: ModelPair) -> None:
+    """The same check fails sampler-match, which accepts Σ p·q < Σ min(p, q)."""
+    measured, predicted, standard_error = _measured_and_closed_form(pair, "sampler-match")
+    assert abs(measured - predicted) > 4 * standard_error
+
+
+def test_missing_model_path_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["generate", "-m", str(missing), "--draft-model", str(demo.drafter_path())])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "target path" in err and str(missing) in err and "not a directory" in err
+
+
+def test_draft_model_without_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "--draft-model", str(demo.drafter_path())])
+    assert "--draft-model needs --model" in capsys.readouterr().err
+
+
+def test_directory_without_config_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "-m", str(tmp_path), "--draft-model", str(tmp_path)])
+    assert "has no config.json" in capsys.readouterr().err
+
+
+def test_vocabulary_mismatch_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlx.utils import tree_flatten
+    from mlx_lm.models.llama import Model, ModelArgs
+
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    for item in demo.drafter_path().iterdir():
+        if item.name != "model.safetensors":
+            (drafter / item.name).write_bytes(item.read_bytes())
+    config = json.loads((drafter / "config.json").read_text())
+    config["vocab_size"] += 5
+    (drafter / "config.json").write_text(json.dumps(config))
+    model = Model(ModelArgs.from_dict(config))  # type: ignore[no-untyped-call]
+    mx.save_safetensors(str(drafter / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    with pytest.raises(SystemExit):
+        main(["generate", "-m", str(demo.target_path()), "--draft-model", str(drafter)])
+    err = capsys.readouterr().err
+    assert "drafter vocabulary" in err and "differs" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["generate", "--num-draft-tokens", "0"], "must be >= 1"),
+        (["generate", "-n", "-3"], "must be >= 0"),
+        (["generate", "--rule", "argmax"], "invalid choice"),
+        (["generate", "--seed", "x"], "invalid"),
+    ],
+)
+def test_bad_flags_are_rejected_by_the_parser(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [(["generate", "--top-p", "1.5"], "top_p"), (["generate", "--temp", "-1"], "temperature")],
+)
+def test_bad_sampler_values_name_the_field(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert field in capsys.readouterr().err
+
+
+def test_table_writes_markdown_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "table.json"
+    assert main([
+        "table", "-n", "24", "--temperatures", "0", "1.0", "--prompts", "ROMEO:\n",
+        "--json", str(out_json),
+    ]) == 0
+    captured = capsys.readouterr()
+    assert "| temperature | rule | closed_form_sum_min |" in captured.out
+    assert "table [" in captured.err  # the progress bar stays on stderr
+    rows = json.loads(out_json.read_text())
+    assert [(r["temperature"], r["requested_rule"]) for r in rows] == [
+        (0.0, "stochastic"), (0.0, "sampler-match"), (1.0, "stochastic"), (1.0, "sampler-match"),
+    ]
+    assert {r["rule"] for r in rows[:2]} == {"greedy-argmax"}
+    for row in rows:
+        assert row["closed_form_sum_min"] >= row["closed_form_sum_prod"] - 1e-6
