@@ -562,6 +562,11 @@ def test_dry_penalty_of_a_long_repeat_is_finite_and_excludes_the_token() -> None
     probs = np.array(effective_token_distribution(mx.array([5.0, 0.0, 0.0]), config, history))
     assert np.isfinite(probs).all()
     np.testing.assert_allclose(probs, [0.0, 0.5, 0.5], atol=1e-7)
+    # A fully penalised row (the only unmasked token repeats): an uncapped inf penalty would
+    # leave every logit -inf and the softmax NaN.
+    for logits, expected in (([5.0], [1.0]), ([0.0, -np.inf], [1.0, 0.0])):
+        probs = np.array(effective_token_distribution(mx.array(logits), config, [0] * 300))
+        np.testing.assert_array_equal(probs, expected)
 
 
 def test_dry_worked_example() -> None:
@@ -579,6 +584,10 @@ def test_dry_worked_example() -> None:
     breaking = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=2,
                              dry_sequence_breakers=(b,))
     got = np.array(effective_token_distribution(mx.zeros(4), breaking, [a, b, c, a, b]))
+    np.testing.assert_allclose(got, np.full(4, 0.25), rtol=1e-6)
+    # The window: with dry_penalty_last_n=3 only "c a b" is searched, where nothing matches.
+    windowed = dataclasses.replace(config, dry_penalty_last_n=3)
+    got = np.array(effective_token_distribution(mx.zeros(4), windowed, [a, b, c, a, b]))
     np.testing.assert_allclose(got, np.full(4, 0.25), rtol=1e-6)
     # "c" follows a full match of the suffix "a b" but is itself a breaker: not penalised.
     breaker_c = dataclasses.replace(breaking, dry_sequence_breakers=(c,))
