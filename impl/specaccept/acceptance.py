@@ -114,7 +114,7 @@ class AcceptanceRule(enum.Enum):
     """The acceptance rules, by stable id (the `rule=` of the summary line)."""
 
     GREEDY_ARGMAX = "greedy-argmax"
-    """Greedy target: accept iff the draft is the target's argmax; emit the argmax."""
+    """For a greedy target, accept iff the draft is the target's argmax; emit the argmax."""
     SAMPLER_MATCH = "sampler-match"
     """Draw from p; accept iff the draw equals the draft; emit the draw. Accepts Σ p·q."""
     STOCHASTIC = "stochastic"
@@ -176,9 +176,10 @@ def acceptance_rule(
         )
     if stochastic is not None and not isinstance(stochastic, bool):
         raise TypeError(f"stochastic must be a bool or None, got {stochastic!r}")
+    # Read the switch first, so that a bad value is an error at every temperature.
+    enabled = _stochastic_from_environment() if stochastic is None else stochastic
     if target_config.is_greedy:
         return AcceptanceRule.GREEDY_ARGMAX
-    enabled = _stochastic_from_environment() if stochastic is None else stochastic
     if not enabled:
         return AcceptanceRule.SAMPLER_MATCH
     if drafter_has_distribution:
@@ -190,9 +191,9 @@ class Verdict(NamedTuple):
     """The outcome of verifying one position."""
 
     accepted: mx.array
-    """bool: whether the draft token is kept."""
+    """Whether the draft token is kept (bool)."""
     token: mx.array
-    """int32: the token to emit, the draft on acceptance, the replacement otherwise."""
+    """The token to emit (int32), the draft on acceptance and the replacement otherwise."""
 
 
 def _require_rule(rule: object) -> AcceptanceRule:
@@ -272,9 +273,9 @@ class BlockVerdict(NamedTuple):
     """The outcome of a round: emit ``draft_tokens[:num_accepted] + [next_token]``."""
 
     num_accepted: mx.array
-    """0-d int32 in [0, k]: the length of the accepted prefix."""
+    """The length of the accepted prefix, a 0-d int32 in [0, k]."""
     next_token: mx.array
-    """0-d int32: the replacement at the first rejection, or the bonus token from row k."""
+    """The replacement at the first rejection, or the bonus token from row k (0-d int32)."""
 
 
 def verify_block(

@@ -51,7 +51,7 @@ _logged_rules: set[AcceptanceRule] = set()
 
 
 class NonFiniteLogitsError(ValueError):
-    """A model produced NaN logits during generation."""
+    """A model produced logits with no distribution: NaN or +inf, or -inf for every token."""
 
 
 class CacheInvariantError(AssertionError):
@@ -75,17 +75,17 @@ class SpeculativeStats:
 
     @property
     def per_position_acceptance(self) -> float:
-        """accepted / positions_tested: what theory predicts (Σ min(p, q) for stochastic)."""
+        """The ratio accepted / positions_tested, predicted by theory (Σ min(p, q), stochastic)."""
         return self.accepted / self.positions_tested if self.positions_tested else 0.0
 
     @property
     def acceptance_rate(self) -> float:
-        """accepted / proposed; drafts behind a rejection are never tested, so it reads low."""
+        """The ratio accepted / proposed, low because drafts behind a rejection go untested."""
         return self.accepted / self.proposed if self.proposed else 0.0
 
     @property
     def mean_accepted_len(self) -> float:
-        """accepted / rounds: drafts kept per round."""
+        """The ratio accepted / rounds, the drafts kept per round."""
         return self.accepted / self.rounds if self.rounds else 0.0
 
     @property
@@ -120,6 +120,13 @@ def _make_cache(model: Any, name: str) -> list[Any]:
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
 
     cache: list[Any] = make_prompt_cache(model)
+    rotating = sorted({type(c).__name__ for c in cache if hasattr(c, "max_size")})
+    if rotating:
+        # A sliding-window cache reports itself trimmable until it fills, then trims nothing.
+        raise ValueError(
+            f"{name} uses a sliding-window cache {rotating}, which cannot be rewound once "
+            "full: speculative decoding needs a trimmable prompt cache"
+        )
     if not can_trim_prompt_cache(cache):
         kinds = sorted({type(c).__name__ for c in cache if not c.is_trimmable()})
         raise ValueError(
@@ -128,11 +135,14 @@ def _make_cache(model: Any, name: str) -> list[Any]:
     return cache
 
 
-def _trim(cache: list[Any], count: int) -> None:
+def _trim(cache: list[Any], count: int, name: str) -> None:
     if count:
         from mlx_lm.models.cache import trim_prompt_cache
 
-        trim_prompt_cache(cache, count)
+        # mlx-lm annotates the return as a list, but it is the number of entries trimmed.
+        trimmed: Any = trim_prompt_cache(cache, count)
+        if trimmed != count:
+            raise CacheInvariantError(f"the {name} cache trimmed {trimmed} of {count} entries")
 
 
 def _offset(cache: list[Any]) -> int:
@@ -183,9 +193,32 @@ def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None
         mx.eval([c.state for c in cache])
 
 
-def _raise_on_nan(flag: bool, what: str, position: int) -> None:
-    if flag:
-        raise NonFiniteLogitsError(f"{what} produced NaN logits at output position {position}")
+_VALID, _NOT_FINITE, _ALL_MASKED = 0, 1, 2
+
+
+def _invalid_logits(logits: mx.array) -> mx.array:
+    """Per row, a code: NaN or +inf anywhere, or -inf everywhere (no token left to draw).
+
+    A single -inf is a legitimate mask; a row masked everywhere has no distribution.
+    """
+    not_finite = (mx.isnan(logits) | (logits == float("inf"))).any(axis=-1)
+    all_masked = (logits == float("-inf")).all(axis=-1)
+    return mx.where(not_finite, _NOT_FINITE, mx.where(all_masked, _ALL_MASKED, _VALID))
+
+
+def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
+    """Raise for the first row whose logits are invalid; row i decides first_position + i."""
+    for row, code in enumerate(codes):
+        position = first_position + row
+        if code == _NOT_FINITE:
+            raise NonFiniteLogitsError(
+                f"{what} produced NaN or +inf logits at output position {position}"
+            )
+        if code == _ALL_MASKED:
+            raise NonFiniteLogitsError(
+                f"{what} produced logits that are -inf for every token at output position "
+                f"{position}: there is no token to draw"
+            )
 
 
 @dataclass
@@ -307,10 +340,12 @@ class SpeculativeGenerator:
                 # One token left: a plain target step decides it.
                 emitted = self._final_step(target_cache, history, current, generated, seed)
             else:
-                emitted, accepted = self._round(
+                emitted, owes_backfill = self._round(
                     target_cache, draft_cache, history, current, backfill, generated, k, seed
                 )
-                backfill = [emitted[-2]] if accepted == k else []
+                # The drafter never forwarded the round's last draft, emitted just before
+                # the bonus token: it leads the next round's first drafter forward.
+                backfill = [emitted[-2]] if owes_backfill else []
             # EOS anywhere in the block ends the run at it.
             cut = next(
                 (i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids), len(emitted)
@@ -344,8 +379,8 @@ class SpeculativeGenerator:
         probs = effective_token_distribution(logits, self.target_config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
         self.stats.rounds += 1
-        token_value, nan = self._sync(token, mx.isnan(logits).any())
-        _raise_on_nan(nan, "the target", position)
+        token_value, invalid = self._sync(token, _invalid_logits(logits[None]))
+        _raise_on_invalid(invalid, "the target", position)
         return [int(token_value)]
 
     def _round(
@@ -358,14 +393,14 @@ class SpeculativeGenerator:
         position: int,
         k: int,
         seed: int,
-    ) -> tuple[list[int], int]:
+    ) -> tuple[list[int], bool]:
         assert self.draft_config is not None
         rule, stats = self.acceptance_rule, self.stats
         keep_q = rule.needs_proposal_distribution or self.diagnostics
         draft_history = history
         drafts: list[mx.array] = []
         draft_probs: list[mx.array] = []
-        nan_flags: list[mx.array] = []
+        draft_logits: list[mx.array] = []
         step_input = mx.array([*backfill, current])
         for j in range(k):
             logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
@@ -376,7 +411,7 @@ class SpeculativeGenerator:
             # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
             mx.async_eval(token)  # type: ignore[no-untyped-call]
             drafts.append(token)
-            nan_flags.append(mx.isnan(logits).any())
+            draft_logits.append(logits)
             if keep_q:
                 draft_probs.append(q)
             step_input = token.reshape(1)
@@ -400,15 +435,16 @@ class SpeculativeGenerator:
             draft_tokens, uniforms,
         )
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
-                   mx.isnan(target_logits).any(), mx.stack(nan_flags).any()]
+                   _invalid_logits(target_logits), _invalid_logits(mx.stack(draft_logits))]
         if self.diagnostics:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
             outputs += [forms.sum_min, forms.sum_prod]
         values = self._sync(*outputs)
-        accepted, next_token, draft_values, target_nan, draft_nan = values[:5]
-        _raise_on_nan(draft_nan, "the drafter", position)
-        _raise_on_nan(target_nan, "the target", position)
+        accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
+        # Rows past the emitted block decide nothing; only a row that decided a token counts.
+        _raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
+        _raise_on_invalid(target_invalid[: accepted + 1], "the target", position)
 
         tested = min(accepted + 1, k)
         stats.rounds += 1
@@ -420,9 +456,9 @@ class SpeculativeGenerator:
             stats.sum_prod_total += sum(values[6][:tested])
 
         plan = rewind_trim(k, accepted)
-        _trim(target_cache, plan.target_trim)
-        _trim(draft_cache, plan.draft_trim)
-        return [*draft_values[:accepted], next_token], accepted
+        _trim(target_cache, plan.target_trim, "target")
+        _trim(draft_cache, plan.draft_trim, "drafter")
+        return [*draft_values[:accepted], next_token], plan.draft_backfill
 
 
 def target_only_generate(
@@ -452,8 +488,9 @@ def target_only_generate(
         logits = target(history[-1:][None], cache=cache)[0, -1]
         probs = effective_token_distribution(logits, config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        mx.eval(token, logits)
-        _raise_on_nan(bool(mx.isnan(logits).any().item()), "the target", position)
+        invalid = _invalid_logits(logits[None])
+        mx.eval(token, invalid)
+        _raise_on_invalid(invalid.tolist(), "the target", position)
         value = token.item()
         assert isinstance(value, int)
         yield value

@@ -35,6 +35,9 @@ class SamplerConfig:
     """The settings of one sampler, validated on construction.
 
     Every field defaults to "off", except `temperature`, which defaults to 1.
+    The repetition, frequency and presence penalties all read the last
+    `repetition_context_size` tokens; DRY reads the last `dry_penalty_last_n`
+    (-1: the whole history, 0: DRY off).
     `dry_sequence_breakers` are token ids (the shell maps strings to ids).
     `logit_bias` maps token ids to additive biases and is copied on construction.
 
@@ -126,7 +129,7 @@ class SamplerConfig:
 
     @property
     def is_greedy(self) -> bool:
-        """True when the sampler is an argmax: temperature 0 or top-k 1."""
+        """True when the sampler is an argmax (temperature 0 or top-k 1)."""
         return self.temperature == 0.0 or self.top_k == 1
 
     @property
@@ -271,7 +274,8 @@ def effective_token_distribution(
         history: the tokens before this position, oldest first, for the penalties.
 
     Raises:
-        TypeError, ValueError: bad shapes, dtypes or token ids.
+        TypeError: an argument has the wrong type or dtype.
+        ValueError: a bad shape or an out-of-range token id.
 
     >>> import mlx.core as mx
     >>> logits = mx.log(mx.array([0.5, 0.25, 0.125, 0.125]))
@@ -350,9 +354,9 @@ class SampledToken(NamedTuple):
     """A token and the distribution it was drawn from."""
 
     token: mx.array
-    """0-d int32."""
+    """The drawn token, a 0-d int32."""
     probs: mx.array
-    """`[V]` float32: the law `token` was drawn from (the q of a drafter)."""
+    """The law ``token`` was drawn from, ``[V]`` float32 (the q of a drafter)."""
 
 
 def sample_token_with_distribution(
