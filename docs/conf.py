@@ -27,7 +27,7 @@ extensions = [
     # acceptance-ceiling table is computed from the code at build time (ceiling_table).
     "stub_check",
     "ceiling_table",
-    # Local: autodoc fixes for api.md (dataclass <factory> defaults, pending docstrings).
+    # Local: autodoc fixes for api.md (dataclass <factory> defaults).
     "api_support",
 ]
 

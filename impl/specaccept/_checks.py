@@ -17,7 +17,7 @@ Scalar: TypeAlias = "int | float | mx.array"
 """A Python number or a 0-d array."""
 
 TokenIds: TypeAlias = "Sequence[int] | mx.array"
-"""A token history: a Python sequence of ids or a 1-d integer array."""
+"""A token history, as a Python sequence of ids or a 1-d integer array."""
 
 
 def require_array(name: str, value: object) -> mx.array:

@@ -17,7 +17,7 @@ class RewindPlan(NamedTuple):
     draft_trim: int
     """Entries to trim from the end of the drafter's cache."""
     draft_backfill: bool
-    """True when every draft was accepted: forward the last draft to the drafter."""
+    """True when every draft was accepted, so the last draft is forwarded to the drafter."""
 
 
 def rewind_trim(num_draft: int, num_accepted: int) -> RewindPlan:

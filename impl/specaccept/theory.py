@@ -23,11 +23,11 @@ class ClosedForms(NamedTuple):
     """Per-position closed forms of a (p, q) pair, float32."""
 
     sum_min: mx.array
-    """Σ min(p, q): what modified rejection sampling accepts, the lossless ceiling."""
+    """The sum Σ min(p, q), what modified rejection sampling accepts (the lossless ceiling)."""
     sum_prod: mx.array
-    """Σ p·q: what sampler-match accepts."""
+    """The sum Σ p·q, what sampler-match accepts."""
     total_variation: mx.array
-    """(1/2) Σ |p - q| = 1 - Σ min(p, q) for two distributions."""
+    """Half the L1 distance, (1/2) Σ abs(p - q) = 1 - Σ min(p, q) for two distributions."""
 
 
 def acceptance_closed_forms(p: mx.array, q: mx.array) -> ClosedForms:
