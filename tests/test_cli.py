@@ -219,3 +219,36 @@ def test_table_writes_markdown_and_json(
     assert {r["rule"] for r in rows[:2]} == {"greedy-argmax"}
     for row in rows:
         assert row["closed_form_sum_min"] >= row["closed_form_sum_prod"] - 1e-6
+
+
+def test_table_names_its_command_and_scores_each_rule_against_its_closed_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "table.json"
+    argv = ["table", "-n", "24", "--temperatures", "1.0", "--prompts", "ROMEO:",
+            "--repeats", "2", "--json", str(out_json)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Produced by:\n\n```sh\nspecaccept table -n 24 ")
+    assert "1 prompts x 2 runs" in out
+    rows = {r["requested_rule"]: r for r in json.loads(out_json.read_text())}
+    for requested, form in (("stochastic", "closed_form_sum_min"),
+                            ("sampler-match", "closed_form_sum_prod")):
+        row = rows[requested]
+        assert row["closed_form_of_rule"] == row[form]
+        a, n = row["closed_form_of_rule"], row["positions_tested"]
+        assert row["standard_error"] == pytest.approx((a * (1 - a) / n) ** 0.5)
+        assert row["z_score"] == pytest.approx(
+            (row["per_position_acceptance"] - a) / row["standard_error"]
+        )
+        # Two runs of 24 tokens: more positions than one run can test.
+        assert row["generated"] == 48
+
+
+def test_a_degenerate_closed_form_admits_no_difference() -> None:
+    from specaccept.table import _standard_error, _z_score
+
+    assert _standard_error(1.0, 50) == 0.0
+    assert _z_score(0.0, 0.0) == 0.0
+    assert _z_score(-0.02, 0.0) == float("-inf")
+    assert _z_score(0.1, 0.05) == pytest.approx(2.0)

@@ -58,6 +58,13 @@ class BenchResult:
     speculative_over_mlx_lm: dict[str, float]
 
 
+def print_invocation(args: argparse.Namespace) -> None:
+    """Print the command that produced a result, as a shell block, when it is known."""
+    invocation = getattr(args, "invocation", None)
+    if invocation:
+        print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
+
+
 def _mlx_version() -> str:
     from importlib.metadata import version
 
@@ -259,10 +266,12 @@ def run_benchmark(args: argparse.Namespace) -> int:
             for rule in SPECULATIVE_RULES
         },
     )
+    print_invocation(args)
     print(render_markdown(result))
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as handle:
-            json.dump(result.__dict__, handle, indent=2)
+            json.dump({"command": getattr(args, "invocation", None), **result.__dict__},
+                      handle, indent=2)
             handle.write("\n")
     return 0
 

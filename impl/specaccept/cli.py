@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -184,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
     )
     table.add_argument("--prompts", nargs="+", default=None, help="default: built-in prompts")
+    table.add_argument(
+        "--repeats", type=_positive_int, default=1,
+        help="runs per prompt, seeds --seed + run (the demo pair's context caps one run)",
+    )
     table.add_argument("--json", dest="json_path", help="also write the rows to this file")
     table.set_defaults(handler=_table)
 
@@ -202,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `specaccept` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # `table` and `bench` print it first, so that each result names its own command.
+    args.invocation = shlex.join(["specaccept", *(sys.argv[1:] if argv is None else argv)])
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr, format="%(name)s: %(message)s",

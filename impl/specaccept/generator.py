@@ -484,16 +484,28 @@ def target_only_generate(
     cache = _make_cache(target, "target")
     _prefill(target, cache, tokens, prefill_step_size)
     history = mx.array(tokens, dtype=mx.int32)
-    for position in range(max_tokens):
+
+    def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
         logits = target(history[-1:][None], cache=cache)[0, -1]
         probs = effective_token_distribution(logits, config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        invalid = _invalid_logits(logits[None])
-        mx.eval(token, invalid)
+        return token, _invalid_logits(logits[None])
+
+    if max_tokens == 0:
+        return
+    # Pipelined like mlx-lm's generate_step: position n + 1 is queued on the lazy
+    # token of position n before n is read back, so the forward never waits on Python.
+    pending = step(history, 0)
+    mx.async_eval(*pending)  # type: ignore[no-untyped-call]
+    for position in range(max_tokens):
+        token, invalid = pending
+        history = mx.concatenate([history, token.reshape(1)])
+        if position + 1 < max_tokens:
+            pending = step(history, position + 1)
+            mx.async_eval(*pending)  # type: ignore[no-untyped-call]
         _raise_on_invalid(invalid.tolist(), "the target", position)
         value = token.item()
         assert isinstance(value, int)
         yield value
         if value in eos_token_ids:
             return
-        history = mx.concatenate([history, token.reshape(1)])

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from specaccept._progress import Progress
+from specaccept.acceptance import AcceptanceRule
 from specaccept.generator import RuleChoice
 
 __all__ = ["DEFAULT_PROMPTS", "TableRow", "measure_rows", "measurement_table", "render_markdown"]
@@ -27,11 +28,32 @@ class TableRow:
     closed_form_sum_prod: float
     ratio: float
     per_position_acceptance: float
+    closed_form_of_rule: float
     standard_error: float
+    z_score: float
     mean_accepted_len: float
     positions_tested: int
     rounds: int
     generated: int
+
+
+def _standard_error(closed_form: float, positions: int) -> float:
+    """sqrt(a(1 - a) / n) for the mean closed form a over n tested positions.
+
+    Each tested position accepts with its own probability a_i given the prefix, so
+    accepted - sum(a_i) is a martingale with variance sum a_i(1 - a_i), which is at
+    most n a(1 - a) by concavity: the figure over-states the spread, never under-states.
+    """
+    if positions == 0:
+        return 0.0
+    return math.sqrt(max(closed_form * (1.0 - closed_form), 0.0) / positions)
+
+
+def _z_score(difference: float, standard_error: float) -> float:
+    """difference / standard_error; a closed form of 0 or 1 admits no difference at all."""
+    if standard_error > 0:
+        return difference / standard_error
+    return 0.0 if abs(difference) < 1e-6 else math.copysign(math.inf, difference)
 
 
 def measure_rows(args: argparse.Namespace) -> list[TableRow]:
@@ -43,7 +65,9 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     pair = load_pair(args.model, args.draft_model)
     prompts = list(args.prompts or DEFAULT_PROMPTS)
     encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in prompts]
-    progress = Progress(len(args.temperatures) * len(RULES) * len(prompts), "table")
+    progress = Progress(
+        len(args.temperatures) * len(RULES) * len(prompts) * args.repeats, "table"
+    )
     rows = []
     for temperature in args.temperatures:
         config = sampler_config(args, temperature=temperature)
@@ -53,8 +77,10 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 rule=requested, diagnostics=True,
             )
             pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
-            for index, prompt in enumerate(encoded):
-                for _ in generator.generate(prompt, args.max_tokens, seed=args.seed + index):
+            runs = [(index, prompt) for _ in range(args.repeats) for index, prompt in
+                    enumerate(encoded)]
+            for run_number, (_, prompt) in enumerate(runs):
+                for _ in generator.generate(prompt, args.max_tokens, seed=args.seed + run_number):
                     pass
                 run = generator.stats
                 pooled.rounds += run.rounds
@@ -65,6 +91,8 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 pooled.sum_min_total += run.sum_min_total
                 pooled.sum_prod_total += run.sum_prod_total
                 progress.step(f"T={temperature} {requested}")
+            expected = (pooled.closed_form_sum_min if pooled.rule is AcceptanceRule.STOCHASTIC
+                        else pooled.closed_form_sum_prod)
             alpha, n = pooled.per_position_acceptance, pooled.positions_tested
             rows.append(TableRow(
                 temperature=temperature,
@@ -75,9 +103,9 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 ratio=(pooled.closed_form_sum_min / pooled.closed_form_sum_prod
                        if pooled.closed_form_sum_prod > 0 else math.inf),
                 per_position_acceptance=alpha,
-                # Binomial standard error; positions within a run are correlated, so read it
-                # as a lower bound on the real spread.
-                standard_error=math.sqrt(alpha * (1 - alpha) / n) if n else 0.0,
+                closed_form_of_rule=expected,
+                standard_error=(se := _standard_error(expected, n)),
+                z_score=_z_score(alpha - expected, se),
                 mean_accepted_len=pooled.mean_accepted_len,
                 positions_tested=n,
                 rounds=pooled.rounds,
@@ -90,21 +118,36 @@ def render_markdown(rows: list[TableRow]) -> str:
     """The rows as a Markdown table."""
     lines = [
         "| temperature | rule | closed_form_sum_min | closed_form_sum_prod | ratio "
-        "| per_position_acceptance | ± s.e. | mean_accepted_len | positions_tested |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| per_position_acceptance | ± s.e. | z | mean_accepted_len | positions_tested |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.temperature:g} | {r.rule} | {r.closed_form_sum_min:.4f} "
             f"| {r.closed_form_sum_prod:.4f} | {r.ratio:.2f}x | {r.per_position_acceptance:.4f} "
-            f"| {r.standard_error:.4f} | {r.mean_accepted_len:.4f} | {r.positions_tested} |"
+            f"| {r.standard_error:.4f} | {r.z_score:+.2f} | {r.mean_accepted_len:.4f} "
+            f"| {r.positions_tested} |"
         )
     return "\n".join(lines)
 
 
 def measurement_table(args: argparse.Namespace) -> int:
     """Print the table to stdout, and write JSON when asked."""
+    import mlx.core as mx
+
+    from specaccept.bench import blas_in_use, print_invocation
+
     rows = measure_rows(args)
+    prompts = list(args.prompts or DEFAULT_PROMPTS)
+    print_invocation(args)
+    last_seed = args.seed + len(prompts) * args.repeats - 1
+    print(
+        f"{len(prompts)} prompts x {args.repeats} runs, {args.max_tokens} tokens each, "
+        f"k={args.num_draft_tokens}, seeds {args.seed}..{last_seed}; "
+        f"device {mx.default_device()}, BLAS: {blas_in_use()}. z = (measured - closed form of "
+        "the rule that ran) / s.e., where s.e. = sqrt(a(1-a)/n) from that closed form a: an "
+        "upper bound on the spread, so |z| < 4 is what a correct rule reads.\n"
+    )
     print(render_markdown(rows))
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as handle:
