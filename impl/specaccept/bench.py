@@ -33,6 +33,8 @@ def blas_in_use() -> str:
     """Which BLAS serves MLX's CPU matmuls: an LD_PRELOADed library, or the wheel's own."""
     import os
 
+    if mx.default_device() == mx.gpu:
+        return "none (matmuls run on the GPU)"
     preload = os.environ.get("LD_PRELOAD", "")
     if "blas" in preload.lower():
         return f"LD_PRELOAD={preload}"
