@@ -29,22 +29,13 @@ import numpy as np
 import numpy.typing as npt
 from mlx_lm.models import cache as mlx_lm_cache
 
-from specaccept import (
-    AcceptanceRule,
-    BlockVerdict,
-    RewindPlan,
-    accept_draft_token,
-    rewind_trim,
-    sample_from_distribution,
-    verify_block,
-)
+from specaccept import RewindPlan, rewind_trim
 
 __all__ = [
     "PEAK",
     "LogitsFn",
     "SyntheticLM",
     "agree_one_in_six",
-    "argmax_verify_block",
     "cached_tokens",
     "collect",
     "constant_logits",
@@ -55,7 +46,6 @@ __all__ = [
     "never_agree",
     "no_backfill",
     "random_markov2_table",
-    "resample_from_p_verify_block",
     "shifted_cycle_logits",
     "target_trims_one_too_few",
 ]
@@ -243,34 +233,3 @@ def target_trims_one_too_few(num_draft: int, num_accepted: int) -> RewindPlan:
 def no_backfill(num_draft: int, num_accepted: int) -> RewindPlan:
     """The correct trims, but the plan never asks for the drafter's backfill."""
     return rewind_trim(num_draft, num_accepted)._replace(draft_backfill=False)
-
-
-def resample_from_p_verify_block(
-    rule: AcceptanceRule,
-    target_probs: mx.array,
-    draft_probs: mx.array | None,
-    draft_tokens: mx.array,
-    uniforms: mx.array,
-) -> BlockVerdict:
-    """`verify_block` with the naive mistake: on rejection draw from p, not relu(p - q)."""
-    assert draft_probs is not None, "the broken rule is the stochastic one"
-    del rule
-    k = draft_tokens.shape[0]
-    accepted = accept_draft_token(target_probs[:k], draft_probs, draft_tokens, uniforms[:k, 0])
-    replacement = sample_from_distribution(target_probs[:k], uniforms[:k, 1])
-    emitted = mx.where(accepted, draft_tokens.astype(mx.int32), replacement)
-    bonus = sample_from_distribution(target_probs[k:], uniforms[k:, 1])
-    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
-    return BlockVerdict(num_accepted, mx.concatenate([emitted, bonus])[num_accepted])
-
-
-def argmax_verify_block(
-    rule: AcceptanceRule,
-    target_probs: mx.array,
-    draft_probs: mx.array | None,
-    draft_tokens: mx.array,
-    uniforms: mx.array,
-) -> BlockVerdict:
-    """`verify_block` as MTP/DFlash do it at any temperature: argmax against argmax."""
-    del rule, draft_probs
-    return verify_block(AcceptanceRule.GREEDY_ARGMAX, target_probs, None, draft_tokens, uniforms)

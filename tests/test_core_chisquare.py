@@ -26,12 +26,12 @@ from specaccept import (
     AcceptanceRule,
     BlockVerdict,
     SamplerConfig,
-    accept_draft_token,
     acceptance_probability,
     effective_token_distribution,
     sample_from_distribution,
     verify_block,
 )
+from wrong_rules import resample_from_p_verify_block
 
 VOCAB = 6
 ALPHA = 1e-4
@@ -48,29 +48,23 @@ Q = effective_token_distribution(mx.array([-1.0, -0.2, 0.3, 0.9, 0.2, 1.5]), DRA
 BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.array]]
 
 
-def _rule_block(rule: AcceptanceRule) -> BlockFn:
+def _rule_block(
+    rule: AcceptanceRule, verify: Callable[..., BlockVerdict] = verify_block
+) -> BlockFn:
     def block(
         target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
     ) -> tuple[mx.array, mx.array]:
         # sampler-match is run as a drafter without q would run it: draft_probs=None.
         draft_probs = draft if rule.needs_proposal_distribution else None
-        verdict: BlockVerdict = verify_block(rule, target, draft_probs, tokens, uniforms)
+        verdict: BlockVerdict = verify(rule, target, draft_probs, tokens, uniforms)
         return verdict.num_accepted, verdict.next_token
 
     return block
 
 
-def _wrong_resample_from_p(
-    target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
-) -> tuple[mx.array, mx.array]:
-    """verify_block with one change: a rejection is replaced by a draw from p, not the residual."""
-    k = tokens.shape[0]
-    accepted = accept_draft_token(target[:k], draft, tokens, uniforms[:k, 0])
-    replacement = sample_from_distribution(target[:k], uniforms[:k, 1])
-    emitted = mx.where(accepted, tokens, replacement)
-    bonus = sample_from_distribution(target[k:], uniforms[k:, 1])
-    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
-    return num_accepted, mx.concatenate([emitted, bonus])[num_accepted]
+# verify_block with one change: a rejection is replaced by a draw from p, not the residual.
+_wrong_resample_from_p = _rule_block(AcceptanceRule.STOCHASTIC, resample_from_p_verify_block)
+_wrong_resample_from_p.__name__ = "_wrong_resample_from_p"  # named in the printed statistic
 
 
 def _wrong_argmax_against_argmax(

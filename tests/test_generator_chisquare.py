@@ -38,9 +38,9 @@ from synthetic_models import (
     constant_logits,
     markov2_logits,
     random_markov2_table,
-    resample_from_p_verify_block,
     target_trims_one_too_few,
 )
+from wrong_rules import resample_from_p_verify_block
 
 ALPHA = 1e-4
 K = 4
