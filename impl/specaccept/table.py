@@ -37,6 +37,10 @@ class TableRow:
     generated: int
 
 
+def _prompts(args: argparse.Namespace) -> list[str]:
+    return list(args.prompts or DEFAULT_PROMPTS)
+
+
 def _standard_error(closed_form: float, positions: int) -> float:
     """sqrt(a(1 - a) / n) for the mean closed form a over n tested positions.
 
@@ -63,7 +67,7 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     from specaccept.loading import load_pair
 
     pair = load_pair(args.model, args.draft_model)
-    prompts = list(args.prompts or DEFAULT_PROMPTS)
+    prompts = _prompts(args)
     encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in prompts]
     progress = Progress(
         len(args.temperatures) * len(RULES) * len(prompts) * args.repeats, "table"
@@ -77,9 +81,8 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 rule=requested, diagnostics=True,
             )
             pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
-            runs = [(index, prompt) for _ in range(args.repeats) for index, prompt in
-                    enumerate(encoded)]
-            for run_number, (_, prompt) in enumerate(runs):
+            runs = [prompt for _ in range(args.repeats) for prompt in encoded]
+            for run_number, prompt in enumerate(runs):
                 for _ in generator.generate(prompt, args.max_tokens, seed=args.seed + run_number):
                     pass
                 run = generator.stats
@@ -138,7 +141,7 @@ def measurement_table(args: argparse.Namespace) -> int:
     from specaccept.bench import blas_in_use, print_invocation
 
     rows = measure_rows(args)
-    prompts = list(args.prompts or DEFAULT_PROMPTS)
+    prompts = _prompts(args)
     print_invocation(args)
     last_seed = args.seed + len(prompts) * args.repeats - 1
     print(
