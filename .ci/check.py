@@ -30,6 +30,7 @@ def main() -> None:
     trees = [t for t in PYTHON_TREES if (ROOT / t).exists()]
     step("ruff", python, "-m", "ruff", "check", *trees)
     step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs")
+    step("import contracts", str(Path(python).parent / "lint-imports"))
     step(
         "pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "--doctest-modules", "impl", "tests", "proofs",

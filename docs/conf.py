@@ -53,10 +53,10 @@ napoleon_numpy_docstring = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 # The core's annotations name mx.array through the ``Scalar`` and ``TokenIds`` aliases of
-# specaccept._checks; render the alias names rather than their expansion.
+# specaccept.core.validation; render the alias names rather than their expansion.
 autodoc_type_aliases = {
-    "Scalar": "specaccept._checks.Scalar",
-    "TokenIds": "specaccept._checks.TokenIds",
+    "Scalar": "specaccept.core.validation.Scalar",
+    "TokenIds": "specaccept.core.validation.TokenIds",
 }
 
 # Targets outside this site that a nitpicky build cannot resolve: the build is offline, so
@@ -68,6 +68,8 @@ nitpick_ignore = [
     ("py:class", "collections.abc.Sequence"),
     ("py:class", "mlx.core.array"),
     ("py:class", "mx.array"),
+    ("py:class", "os.PathLike"),
+    ("py:class", "pathlib.Path"),
 ]
 
 # Plain ``>>>`` paragraphs (the docstring examples autodoc pulls into api.md) run under

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import mlx.core as mx
@@ -11,8 +13,8 @@ import pytest
 
 from specaccept import SamplerConfig, demo
 from specaccept.cli import build_parser, main
-from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
-from specaccept.loading import ModelPair, load_pair
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.loading import ModelPair, load_pair
 
 SUMMARY = re.compile(
     r"^\[Speculative acceptance\] rule=(greedy-argmax|sampler-match|stochastic) rounds=\d+ "
@@ -211,7 +213,7 @@ def test_table_writes_markdown_and_json(
     ]) == 0
     captured = capsys.readouterr()
     assert "| temperature | rule | closed_form_sum_min |" in captured.out
-    assert "table [" in captured.err  # the progress bar stays on stderr
+    assert "it/s" not in captured.out + captured.err  # no bar: not a TTY, and --json
     rows = json.loads(out_json.read_text())
     assert [(r["temperature"], r["requested_rule"]) for r in rows] == [
         (0.0, "stochastic"), (0.0, "sampler-match"), (1.0, "stochastic"), (1.0, "sampler-match"),
@@ -246,9 +248,34 @@ def test_table_names_its_command_and_scores_each_rule_against_its_closed_form(
 
 
 def test_a_degenerate_closed_form_admits_no_difference() -> None:
-    from specaccept.table import _standard_error, _z_score
+    from specaccept.cli.table import _standard_error, _z_score
 
     assert _standard_error(1.0, 50) == 0.0
     assert _z_score(0.0, 0.0) == 0.0
     assert _z_score(-0.02, 0.0) == float("-inf")
     assert _z_score(0.1, 0.05) == pytest.approx(2.0)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_draws_on_a_terminal_stderr_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specaccept.cli.options import progress_bar
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with progress_bar(3, "bench") as bar:
+        bar.update(3)
+    assert "bench" in terminal.getvalue()
+    with progress_bar(3, "quiet", quiet=True) as bar:  # --json
+        bar.update(3)
+    assert "quiet" not in terminal.getvalue()
+    pipe = io.StringIO()  # a pipe or a file
+    monkeypatch.setattr(sys, "stderr", pipe)
+    with progress_bar(3, "piped") as bar:
+        bar.update(3)
+    assert "piped" not in pipe.getvalue() and capsys.readouterr().out == ""

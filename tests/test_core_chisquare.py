@@ -14,17 +14,15 @@ reject two known-wrong rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import mlx.core as mx
 import numpy as np
 import numpy.typing as npt
 import pytest
 from scipy import stats
 
+from block_adapter import BlockFn, rule_block
 from specaccept import (
     AcceptanceRule,
-    BlockVerdict,
     SamplerConfig,
     acceptance_probability,
     effective_token_distribution,
@@ -44,26 +42,8 @@ DRAFT_CONFIG = SamplerConfig(temperature=1.0)
 P = effective_token_distribution(mx.array([1.6, 1.0, 0.4, 0.0, -0.6, -1.2]), TARGET_CONFIG)
 Q = effective_token_distribution(mx.array([-1.0, -0.2, 0.3, 0.9, 0.2, 1.5]), DRAFT_CONFIG)
 
-# (target_probs [k+1, V], draft_probs [k, V], draft_tokens [k], uniforms [k+1, 2]) -> verdict
-BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.array]]
-
-
-def _rule_block(
-    rule: AcceptanceRule, verify: Callable[..., BlockVerdict] = verify_block
-) -> BlockFn:
-    def block(
-        target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
-    ) -> tuple[mx.array, mx.array]:
-        # sampler-match is run as a drafter without q would run it: draft_probs=None.
-        draft_probs = draft if rule.needs_proposal_distribution else None
-        verdict: BlockVerdict = verify(rule, target, draft_probs, tokens, uniforms)
-        return verdict.num_accepted, verdict.next_token
-
-    return block
-
-
 # verify_block with one change: a rejection is replaced by a draw from p, not the residual.
-_wrong_resample_from_p = _rule_block(AcceptanceRule.STOCHASTIC, resample_from_p_verify_block)
+_wrong_resample_from_p = rule_block(AcceptanceRule.STOCHASTIC, resample_from_p_verify_block)
 _wrong_resample_from_p.__name__ = "_wrong_resample_from_p"  # named in the printed statistic
 
 
@@ -113,7 +93,7 @@ def test_vmapped_rounds_agree_with_single_calls() -> None:
     target = mx.broadcast_to(P, (rounds, k + 1, VOCAB))
     draft = mx.broadcast_to(Q, (rounds, k, VOCAB))
     for rule in (AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH):
-        block = _rule_block(rule)
+        block = rule_block(rule)
         batched = mx.vmap(block)(target, draft, drafts, uniforms)
         singles = [block(target[i], draft[i], drafts[i], uniforms[i]) for i in range(rounds)]
         assert np.array(batched[0]).tolist() == [int(np.asarray(s[0])) for s in singles]
@@ -125,7 +105,7 @@ def test_vmapped_rounds_agree_with_single_calls() -> None:
     "rule", [AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH], ids=lambda r: r.value
 )
 def test_emitted_tokens_fit_the_target_distribution(rule: AcceptanceRule, k: int) -> None:
-    tokens, accepted = emitted_tokens(_rule_block(rule), k, seed=1000 + k)
+    tokens, accepted = emitted_tokens(rule_block(rule), k, seed=1000 + k)
     statistic = chi_square(tokens)
     tested = np.minimum(accepted + 1, k).sum()  # a round stops testing at its first rejection
     rate = accepted.sum() / tested

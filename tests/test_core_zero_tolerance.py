@@ -6,13 +6,12 @@ tests assert support properties exactly, over many batched trials.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import mlx.core as mx
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from block_adapter import BlockFn, rule_block
 from specaccept import (
     AcceptanceRule,
     SamplerConfig,
@@ -20,7 +19,6 @@ from specaccept import (
     effective_token_distribution,
     residual_resample,
     sample_from_distribution,
-    verify_block,
     verify_draft_token,
 )
 
@@ -29,20 +27,6 @@ LOGITS = mx.array([1.6, 1.0, 0.4, 0.0, -0.6, -1.2])
 TOP2_TARGET = effective_token_distribution(LOGITS, SamplerConfig(temperature=0.7, top_k=2))
 UNFILTERED_DRAFTER = effective_token_distribution(mx.array([0.0, 0.2, 0.5, 0.9, 0.4, 1.1]),
                                                   SamplerConfig(temperature=1.0))
-
-BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.array]]
-
-
-def _rule_block(rule: AcceptanceRule) -> BlockFn:
-    def block(
-        target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
-    ) -> tuple[mx.array, mx.array]:
-        draft_probs = draft if rule.needs_proposal_distribution else None
-        verdict = verify_block(rule, target, draft_probs, tokens, uniforms)
-        return verdict.num_accepted, verdict.next_token
-
-    return block
-
 
 def _wrong_swapped_residual(
     target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
@@ -82,7 +66,7 @@ def _emitted(block: BlockFn, rounds: int, k: int, seed: int) -> tuple[
 def test_filtered_target_support_is_never_violated(rule: AcceptanceRule) -> None:
     support = set(np.flatnonzero(np.array(TOP2_TARGET)).tolist())
     assert support == {0, 1}
-    tokens, drafts = _emitted(_rule_block(rule), rounds=3000, k=4, seed=11)
+    tokens, drafts = _emitted(rule_block(rule), rounds=3000, k=4, seed=11)
     outside = ~np.isin(tokens, list(support))
     proposed_outside = int((~np.isin(drafts, list(support))).sum())
     print(f"\n{rule.value}: {tokens.size} emitted, {proposed_outside} drafts proposed outside "

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from mlx_lm.models import cache as mlx_lm_cache
 
-import specaccept.generator as generator_module
+import specaccept.shell.generator as generator_module
 from specaccept import SamplerConfig
-from specaccept.generator import CacheInvariantError, SpeculativeGenerator
+from specaccept.shell.generator import CacheInvariantError, SpeculativeGenerator
 from synthetic_models import (
     KVCache,
     SyntheticLM,

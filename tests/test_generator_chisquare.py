@@ -30,9 +30,9 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-import specaccept.generator as generator_module
+import specaccept.shell.generator as generator_module
 from specaccept import SamplerConfig, effective_token_distribution
-from specaccept.generator import RuleChoice, SpeculativeGenerator, SpeculativeStats
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, SpeculativeStats
 from synthetic_models import (
     SyntheticLM,
     constant_logits,

@@ -16,7 +16,7 @@ import mlx.core as mx
 import pytest
 
 from specaccept import SamplerConfig
-from specaccept.generator import (
+from specaccept.shell.generator import (
     NonFiniteLogitsError,
     SpeculativeGenerator,
     target_only_generate,

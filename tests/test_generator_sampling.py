@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from specaccept import SamplerConfig
-from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
 from synthetic_models import (
     SyntheticLM,
     collect,

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import pytest
 
-import specaccept.generator as generator_module
+import specaccept.shell.generator as generator_module
 from specaccept import SamplerConfig
-from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
 from synthetic_models import (
     SyntheticLM,
     agree_one_in_six,

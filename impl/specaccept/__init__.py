@@ -1,11 +1,13 @@
 """specaccept: speculative-decoding acceptance rules as pure, typed MLX functions.
 
-The functional core (sampling, acceptance, rewind, theory) holds every
-decision; randomness enters only as explicit uniforms. The generator and the
-CLI are a thin shell over it.
+Three layers, one subpackage each: `specaccept.core` (sampling, acceptance, rewind,
+theory, randomness, validation) holds every decision, with randomness entering only as
+explicit uniforms; `specaccept.shell` (the generator, model loading) is the thin
+imperative shell over it; `specaccept.cli` is the `specaccept` command. The public API
+is re-exported here.
 """
 
-from specaccept.acceptance import (
+from specaccept.core.acceptance import (
     STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     BlockVerdict,
@@ -17,21 +19,30 @@ from specaccept.acceptance import (
     verify_block,
     verify_draft_token,
 )
-from specaccept.rewind import RewindPlan, rewind_trim
-from specaccept.sampling import (
+from specaccept.core.rewind import RewindPlan, rewind_trim
+from specaccept.core.sampling import (
     SampledToken,
     SamplerConfig,
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,
 )
-from specaccept.theory import (
+from specaccept.core.theory import (
     ClosedForms,
     acceptance_closed_forms,
     acceptance_probability,
     expected_speedup,
     expected_tokens_per_round,
 )
+from specaccept.shell.generator import (
+    CacheInvariantError,
+    NonFiniteLogitsError,
+    RuleChoice,
+    SpeculativeGenerator,
+    SpeculativeStats,
+    target_only_generate,
+)
+from specaccept.shell.loading import ModelPair, load_model, load_pair
 
 __version__ = "0.1.0"
 
@@ -39,10 +50,16 @@ __all__ = [
     "STOCHASTIC_ACCEPT_ENV",
     "AcceptanceRule",
     "BlockVerdict",
+    "CacheInvariantError",
     "ClosedForms",
+    "ModelPair",
+    "NonFiniteLogitsError",
     "RewindPlan",
+    "RuleChoice",
     "SampledToken",
     "SamplerConfig",
+    "SpeculativeGenerator",
+    "SpeculativeStats",
     "Verdict",
     "accept_draft_token",
     "acceptance_closed_forms",
@@ -51,11 +68,14 @@ __all__ = [
     "effective_token_distribution",
     "expected_speedup",
     "expected_tokens_per_round",
+    "load_model",
+    "load_pair",
     "residual_distribution",
     "residual_resample",
     "rewind_trim",
     "sample_from_distribution",
     "sample_token_with_distribution",
+    "target_only_generate",
     "verify_block",
     "verify_draft_token",
 ]

@@ -1,9 +1,10 @@
 """The embedded demo target/drafter pair: paths to the committed weights.
 
 Both models are mlx-lm Llama checkpoints (``config.json``, ``model.safetensors``,
-``tokenizer.json``) trained by :mod:`specaccept.demo.train` on Tiny Shakespeare with one
-shared character-level tokenizer; ``CARD.md`` next to this file describes them. Load one
-with ``mlx_lm.load(str(target_path()))``. This module imports nothing heavy.
+``tokenizer.json``) trained on Tiny Shakespeare with one shared character-level
+tokenizer by ``impl/demo_training/train.py`` (kept in the repository, not installed);
+``CARD.md`` next to this file describes them. Load one with
+``mlx_lm.load(str(target_path()))``. This module imports nothing heavy.
 """
 
 from __future__ import annotations

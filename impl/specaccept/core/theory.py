@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
-from specaccept import _checks
-from specaccept.acceptance import AcceptanceRule
+from specaccept.core import validation
+from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = [
     "ClosedForms",
@@ -38,9 +38,9 @@ def acceptance_closed_forms(p: mx.array, q: mx.array) -> ClosedForms:
     >>> [f.item() for f in forms]
     [0.5, 0.25, 0.5]
     """
-    p = _checks.require_probabilities("p", p, ndims=(1, 2))
-    q = _checks.require_probabilities("q", q, ndims=(1, 2))
-    _checks.require_same_shape("p", p, "q", q)
+    p = validation.require_probabilities("p", p, ndims=(1, 2))
+    q = validation.require_probabilities("q", q, ndims=(1, 2))
+    validation.require_same_shape("p", p, "q", q)
     return ClosedForms(
         sum_min=mx.minimum(p, q).sum(axis=-1),
         sum_prod=(p * q).sum(axis=-1),
@@ -71,7 +71,7 @@ def acceptance_probability(rule: AcceptanceRule, p: mx.array, q: mx.array) -> mx
 
 
 def _probability(name: str, value: object) -> float:
-    number = _checks.real(name, value)
+    number = validation.real(name, value)
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
     return number
@@ -115,13 +115,13 @@ def expected_speedup(
     2.2857142857142856
     """
     a = _probability("alpha", alpha)
-    k = _checks.integer("k", k)
+    k = validation.integer("k", k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    c = _checks.real("c", c)
+    c = validation.real("c", c)
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c!r}")
-    verify_cost = _checks.real("verify_cost", verify_cost)
+    verify_cost = validation.real("verify_cost", verify_cost)
     if verify_cost <= 0:
         raise ValueError(f"verify_cost must be > 0, got {verify_cost!r}")
     tokens = expected_tokens_per_round([a] * k)

@@ -6,12 +6,30 @@ import argparse
 import json
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from specaccept._progress import Progress
-from specaccept.acceptance import AcceptanceRule
-from specaccept.generator import RuleChoice
+from specaccept.cli.options import (
+    add_model_arguments,
+    add_run_arguments,
+    add_sampler_arguments,
+    blas_in_use,
+    encode_prompt,
+    positive_int,
+    print_invocation,
+    progress_bar,
+    sampler_config,
+)
+from specaccept.core.acceptance import AcceptanceRule
+from specaccept.shell.generator import RuleChoice
 
-__all__ = ["DEFAULT_PROMPTS", "TableRow", "measure_rows", "measurement_table", "render_markdown"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "TableRow",
+    "add_parser",
+    "measure_rows",
+    "measurement_table",
+    "render_markdown",
+]
 
 DEFAULT_PROMPTS = ("ROMEO:\n", "First Citizen:\n", "KING RICHARD III:\n", "JULIET:\nO, ")
 RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match")
@@ -35,6 +53,26 @@ class TableRow:
     positions_tested: int
     rounds: int
     generated: int
+
+
+def add_parser(commands: Any) -> None:
+    """Register `table` on the subparsers action `commands`."""
+    table: argparse.ArgumentParser = commands.add_parser(
+        "table", help="closed forms against measured acceptance"
+    )
+    add_model_arguments(table)
+    add_run_arguments(table, tokens=200)
+    add_sampler_arguments(table, with_temp=False)
+    table.add_argument(
+        "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
+    )
+    table.add_argument("--prompts", nargs="+", default=None, help="default: built-in prompts")
+    table.add_argument(
+        "--repeats", type=positive_int, default=1,
+        help="runs per prompt, seeds --seed + run (the demo pair's context caps one run)",
+    )
+    table.add_argument("--json", dest="json_path", help="also write the rows to this file")
+    table.set_defaults(handler=measurement_table)
 
 
 def _prompts(args: argparse.Namespace) -> list[str]:
@@ -62,15 +100,15 @@ def _z_score(difference: float, standard_error: float) -> float:
 
 def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     """Run every (temperature, rule, prompt) with diagnostics on and pool per cell."""
-    from specaccept.cli import encode_prompt, sampler_config
-    from specaccept.generator import SpeculativeGenerator, SpeculativeStats
-    from specaccept.loading import load_pair
+    from specaccept.shell.generator import SpeculativeGenerator, SpeculativeStats
+    from specaccept.shell.loading import load_pair
 
     pair = load_pair(args.model, args.draft_model)
     prompts = _prompts(args)
     encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in prompts]
-    progress = Progress(
-        len(args.temperatures) * len(RULES) * len(prompts) * args.repeats, "table"
+    progress = progress_bar(
+        len(args.temperatures) * len(RULES) * len(prompts) * args.repeats, "table",
+        quiet=args.json_path is not None,
     )
     rows = []
     for temperature in args.temperatures:
@@ -93,7 +131,8 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 pooled.generated += run.generated
                 pooled.sum_min_total += run.sum_min_total
                 pooled.sum_prod_total += run.sum_prod_total
-                progress.step(f"T={temperature} {requested}")
+                progress.set_postfix_str(f"T={temperature} {requested}")
+                progress.update()
             expected = (pooled.closed_form_sum_min if pooled.rule is AcceptanceRule.STOCHASTIC
                         else pooled.closed_form_sum_prod)
             alpha, n = pooled.per_position_acceptance, pooled.positions_tested
@@ -114,6 +153,7 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 rounds=pooled.rounds,
                 generated=pooled.generated,
             ))
+    progress.close()
     return rows
 
 
@@ -137,8 +177,6 @@ def render_markdown(rows: list[TableRow]) -> str:
 def measurement_table(args: argparse.Namespace) -> int:
     """Print the table to stdout, and write JSON when asked."""
     import mlx.core as mx
-
-    from specaccept.bench import blas_in_use, print_invocation
 
     rows = measure_rows(args)
     prompts = _prompts(args)

@@ -18,7 +18,7 @@ lines of 64-bit integer arithmetic in any language; the uniform keeps the top
 
 from __future__ import annotations
 
-from specaccept import _checks
+from specaccept.core import validation
 
 __all__ = ["ACCEPT", "DRAFT", "SAMPLE", "position_uniform", "splitmix64"]
 
@@ -53,9 +53,9 @@ def position_uniform(seed: int, position: int, slot: int) -> float:
     >>> 0.0 <= position_uniform(0, 7, ACCEPT) < 1.0
     True
     """
-    seed = _checks.integer("seed", seed)
-    position = _checks.integer("position", position)
-    slot = _checks.integer("slot", slot)
+    seed = validation.integer("seed", seed)
+    position = validation.integer("position", position)
+    slot = validation.integer("slot", slot)
     if not 0 <= seed <= _MASK64:
         raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
     if position < 0:

@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
-from specaccept import _checks
-from specaccept._checks import Scalar, TokenIds
+from specaccept.core import validation
+from specaccept.core.validation import Scalar, TokenIds
 
 __all__ = [
     "SampledToken",
@@ -81,11 +81,11 @@ class SamplerConfig:
             "temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
             "presence_penalty", "dry_multiplier", "dry_base", "xtc_probability", "xtc_threshold",
         ):
-            _checks.real(name, getattr(self, name))
+            validation.real(name, getattr(self, name))
         for name in (
             "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
         ):
-            _checks.integer(name, getattr(self, name))
+            validation.integer(name, getattr(self, name))
         check("temperature", self.temperature >= 0.0, "be >= 0 (0 is greedy)")
         check("top_k", self.top_k >= 0, "be >= 0 (0 is off)")
         check("top_p", 0.0 < self.top_p <= 1.0, "lie in (0, 1]")
@@ -104,8 +104,8 @@ class SamplerConfig:
                 f"got {type(self.dry_sequence_breakers).__name__}"
             )
         for breaker in self.dry_sequence_breakers:
-            check("dry_sequence_breakers", _checks.integer("dry_sequence_breakers", breaker) >= 0,
-                  "hold non-negative token ids")
+            breaker_id = validation.integer("dry_sequence_breakers", breaker)
+            check("dry_sequence_breakers", breaker_id >= 0, "hold non-negative token ids")
         if not isinstance(self.logit_bias, Mapping):
             raise TypeError(
                 f"logit_bias must be a mapping of token id to bias, got "
@@ -113,10 +113,10 @@ class SamplerConfig:
             )
         bias = {}
         for token, value in self.logit_bias.items():
-            token = _checks.integer("logit_bias key", token)
+            token = validation.integer("logit_bias key", token)
             if token < 0:
                 raise ValueError(f"logit_bias keys must be non-negative token ids, got {token}")
-            bias[token] = _checks.real(f"logit_bias[{token}]", value)
+            bias[token] = validation.real(f"logit_bias[{token}]", value)
         object.__setattr__(self, "logit_bias", bias)
 
     def __hash__(self) -> int:
@@ -288,7 +288,7 @@ def effective_token_distribution(
     >>> effective_token_distribution(logits, SamplerConfig(temperature=0.0)).tolist()
     [1.0, 0.0, 0.0, 0.0]
     """
-    logits = _checks.require_array("logits", logits)
+    logits = validation.require_array("logits", logits)
     if logits.ndim not in (1, 2) or logits.shape[-1] < 1:
         raise ValueError(f"logits must be [V] or [R, V] with V >= 1, got {tuple(logits.shape)}")
     if not mx.issubdtype(logits.dtype, mx.floating):
@@ -296,7 +296,7 @@ def effective_token_distribution(
     if not isinstance(config, SamplerConfig):
         raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
     vocab_size = logits.shape[-1]
-    tokens = _checks.token_history("history", history, vocab_size=vocab_size)
+    tokens = validation.token_history("history", history, vocab_size=vocab_size)
     logits = logits.astype(mx.float32)
 
     if config.logit_bias:
@@ -337,8 +337,8 @@ def sample_from_distribution(probs: mx.array, u: Scalar) -> mx.array:
     >>> [sample_from_distribution(probs, u).item() for u in (0.0, 0.49, 0.5, 0.75, 0.99)]
     [0, 0, 2, 3, 3]
     """
-    probs = _checks.require_probabilities("probs", probs, ndims=(1, 2))
-    u = _checks.uniform("u", u, batch_shape=tuple(probs.shape[:-1]))
+    probs = validation.require_probabilities("probs", probs, ndims=(1, 2))
+    u = validation.uniform("u", u, batch_shape=tuple(probs.shape[:-1]))
     vocab_size = probs.shape[-1]
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)

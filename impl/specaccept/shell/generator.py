@@ -20,16 +20,16 @@ from typing import Any, Literal
 
 import mlx.core as mx
 
-from specaccept.acceptance import AcceptanceRule, acceptance_rule, verify_block
-from specaccept.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
-from specaccept.rewind import rewind_trim
-from specaccept.sampling import (
+from specaccept.core.acceptance import AcceptanceRule, acceptance_rule, verify_block
+from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
+from specaccept.core.rewind import rewind_trim
+from specaccept.core.sampling import (
     SamplerConfig,
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,
 )
-from specaccept.theory import acceptance_closed_forms
+from specaccept.core.theory import acceptance_closed_forms
 
 __all__ = [
     "CacheInvariantError",

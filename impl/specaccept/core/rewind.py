@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from specaccept import _checks
+from specaccept.core import validation
 
 __all__ = ["RewindPlan", "rewind_trim"]
 
@@ -40,8 +40,8 @@ def rewind_trim(num_draft: int, num_accepted: int) -> RewindPlan:
     >>> rewind_trim(4, 4)
     RewindPlan(target_trim=0, draft_trim=0, draft_backfill=True)
     """
-    n = _checks.integer("num_draft", num_draft)
-    a = _checks.integer("num_accepted", num_accepted)
+    n = validation.integer("num_draft", num_draft)
+    a = validation.integer("num_accepted", num_accepted)
     if n < 1:
         raise ValueError(f"num_draft must be >= 1, got {n}")
     if not 0 <= a <= n:

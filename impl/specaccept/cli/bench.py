@@ -18,27 +18,39 @@ from typing import Any
 
 import mlx.core as mx
 
-from specaccept._progress import Progress
-from specaccept.acceptance import AcceptanceRule, verify_block
-from specaccept.generator import RuleChoice, SpeculativeGenerator, target_only_generate
-from specaccept.sampling import SamplerConfig, effective_token_distribution
-from specaccept.theory import expected_tokens_per_round
+from specaccept.cli.options import (
+    DEFAULT_PROMPT,
+    add_model_arguments,
+    add_run_arguments,
+    add_sampler_arguments,
+    blas_in_use,
+    encode_prompt,
+    mlx_version,
+    positive_int,
+    print_invocation,
+    progress_bar,
+    sampler_config,
+)
+from specaccept.core.theory import expected_tokens_per_round
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
 
-__all__ = ["BenchResult", "blas_in_use", "run_benchmark"]
+__all__ = ["BenchResult", "add_parser", "render_markdown", "run_benchmark"]
 
 SPECULATIVE_RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match")
 
 
-def blas_in_use() -> str:
-    """Which BLAS serves MLX's CPU matmuls: an LD_PRELOADed library, or the wheel's own."""
-    import os
-
-    if mx.default_device() == mx.gpu:
-        return "none (matmuls run on the GPU)"
-    preload = os.environ.get("LD_PRELOAD", "")
-    if "blas" in preload.lower():
-        return f"LD_PRELOAD={preload}"
-    return "the BLAS bundled with the mlx wheel"
+def add_parser(commands: Any) -> None:
+    """Register `bench` on the subparsers action `commands`."""
+    bench: argparse.ArgumentParser = commands.add_parser(
+        "bench", help="side-by-side performance ratios"
+    )
+    add_model_arguments(bench)
+    add_run_arguments(bench, tokens=200)
+    add_sampler_arguments(bench)
+    bench.add_argument("--repeats", type=positive_int, default=5)
+    bench.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    bench.add_argument("--json", dest="json_path", help="also write the results to this file")
+    bench.set_defaults(handler=run_benchmark)
 
 
 @dataclass
@@ -60,93 +72,10 @@ class BenchResult:
     speculative_over_mlx_lm: dict[str, float]
 
 
-def print_invocation(args: argparse.Namespace) -> None:
-    """Print the command that produced a result, as a shell block, when it is known."""
-    invocation = getattr(args, "invocation", None)
-    if invocation:
-        print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
-
-
-def _mlx_version() -> str:
-    from importlib.metadata import version
-
-    return version("mlx")
-
-
-def _median_seconds(samples: list[float]) -> float:
-    return statistics.median(samples)
-
-
-def _time(action: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
-
-
-def _forward_costs(
-    pair: Any, prompt: list[int], k: int, config: SamplerConfig, repeats: int
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median seconds of the round's pieces, and verify cost over the target forward."""
-    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
-
-    target, drafter = pair.target, pair.drafter
-    target_cache, draft_cache = make_prompt_cache(target), make_prompt_cache(drafter)
-    context = mx.array(prompt)[None]
-    target(context, cache=target_cache)
-    drafter(context, cache=draft_cache)
-    mx.eval([c.state for c in target_cache] + [c.state for c in draft_cache])
-    one = mx.array([[prompt[-1]]])
-    block = mx.array([[prompt[-1]] * (k + 1)])
-
-    def forward(model: Any, cache: list[Any], tokens: mx.array) -> mx.array:
-        logits: mx.array = model(tokens, cache=cache)
-        mx.eval(logits)
-        trim_prompt_cache(cache, tokens.shape[1])
-        return logits
-
-    block_logits = forward(target, target_cache, block)[0]
-    draft_logits = forward(drafter, draft_cache, mx.array([[prompt[-1]]] * 1))[0, -1]
-    q = effective_token_distribution(draft_logits, config)
-    q_rows = mx.stack([q] * k)
-    drafts = mx.zeros((k,), dtype=mx.int32)
-    uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
-
-    def verify(rule: AcceptanceRule) -> None:
-        rows = effective_token_distribution(block_logits, config)
-        verdict = verify_block(
-            rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts, uniforms
-        )
-        mx.eval(verdict.num_accepted, verdict.next_token)
-
-    arms: dict[str, Callable[[], object]] = {
-        "target_1": lambda: forward(target, target_cache, one),
-        f"target_{k + 1}": lambda: forward(target, target_cache, block),
-        "drafter_1": lambda: forward(drafter, draft_cache, one),
-        "verify_stochastic": lambda: verify(AcceptanceRule.STOCHASTIC),
-        "verify_sampler-match": lambda: verify(AcceptanceRule.SAMPLER_MATCH),
-    }
-    samples: dict[str, list[float]] = {name: [] for name in arms}
-    for _ in range(3):
-        for action in arms.values():
-            action()
-    for _ in range(repeats):
-        for name, action in arms.items():
-            samples[name].append(_time(action))
-    seconds = {name: _median_seconds(values) for name, values in samples.items()}
-    forward_seconds = seconds[f"target_{k + 1}"]
-    verify_ratio: dict[str, float] = {
-        rule: seconds[f"verify_{rule}"] / forward_seconds for rule in SPECULATIVE_RULES
-    }
-    return seconds, verify_ratio
-
-
 def run_benchmark(args: argparse.Namespace) -> int:
     """Run every arm, print Markdown to stdout, and write JSON when asked."""
-    from mlx_lm.generate import generate_step, speculative_generate_step
-    from mlx_lm.sample_utils import make_sampler
-
-    from specaccept.cli import encode_prompt, sampler_config
-    from specaccept.loading import load_pair
+    from specaccept.shell.loading import load_pair
+    from specaccept.shell.measure import forward_costs, mlx_lm_arms
 
     config = sampler_config(args)
     if config.uses_history:
@@ -154,10 +83,6 @@ def run_benchmark(args: argparse.Namespace) -> int:
     pair = load_pair(args.model, args.draft_model)
     prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
     k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
-    mlx_sampler = make_sampler(
-        temp=config.temperature, top_p=config.top_p, min_p=config.min_p, top_k=config.top_k
-    )
-    prompt_array = mx.array(prompt, dtype=mx.uint32)
     generators = {
         rule: SpeculativeGenerator(
             pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule
@@ -179,27 +104,15 @@ def run_benchmark(args: argparse.Namespace) -> int:
     def target_only(seed: int) -> int:
         return sum(1 for _ in target_only_generate(pair.target, prompt, config, n, seed=seed))
 
-    def mlx_lm_speculative(seed: int) -> int:
-        mx.random.seed(seed)
-        steps = speculative_generate_step(
-            prompt_array, pair.target, pair.drafter, num_draft_tokens=k, max_tokens=n,
-            sampler=mlx_sampler,
-        )
-        return sum(1 for _ in steps)
-
-    def mlx_lm_target_only(seed: int) -> int:
-        mx.random.seed(seed)
-        steps = generate_step(prompt_array, pair.target, max_tokens=n, sampler=mlx_sampler)
-        return sum(1 for _ in steps)
-
     arms: dict[str, Callable[[int], int]] = {
         "target-only": target_only,
         "speculative-stochastic": speculative("stochastic"),
         "speculative-sampler-match": speculative("sampler-match"),
-        "mlx-lm-speculative": mlx_lm_speculative,
-        "mlx-lm-target-only": mlx_lm_target_only,
+        **mlx_lm_arms(pair, prompt, config, k, n),
     }
-    progress = Progress(len(arms) * (args.repeats + 1) + 1, "bench")
+    progress = progress_bar(
+        len(arms) * (args.repeats + 1) + 1, "bench", quiet=args.json_path is not None
+    )
     rates: dict[str, list[float]] = {name: [] for name in arms}
     seconds: dict[str, list[float]] = {name: [] for name in arms}
     names = list(arms)
@@ -212,11 +125,15 @@ def run_benchmark(args: argparse.Namespace) -> int:
             if repeat:
                 rates[name].append(count / elapsed)
                 seconds[name].append(elapsed)
-            progress.step(name)
+            progress.set_postfix_str(name)
+            progress.update()
     for rule in SPECULATIVE_RULES:
         del stats[rule][0]  # the warm-up run
-    piece_seconds, verify_ratio = _forward_costs(pair, prompt, k, config, 5 * args.repeats)
-    progress.step("forward costs")
+    piece_seconds, verify_ratio = forward_costs(
+        pair, prompt, k, config, 5 * args.repeats, SPECULATIVE_RULES
+    )
+    progress.update()
+    progress.close()
 
     tokens_per_second = {name: statistics.median(values) for name, values in rates.items()}
     target_rate = tokens_per_second["target-only"]
@@ -245,7 +162,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
             "num_draft_tokens": k, "max_tokens": n, "seed": seed, "repeats": args.repeats,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
             "min_p": config.min_p, "device": str(mx.default_device()),
-            "mlx": _mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
+            "mlx": mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
         },
         tokens_per_second=tokens_per_second,
         seconds_per_round=per_round,

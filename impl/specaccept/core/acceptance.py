@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
-from specaccept import _checks
-from specaccept._checks import Scalar
-from specaccept.sampling import SamplerConfig, sample_from_distribution
+from specaccept.core import validation
+from specaccept.core.sampling import SamplerConfig, sample_from_distribution
+from specaccept.core.validation import Scalar
 
 __all__ = [
     "STOCHASTIC_ACCEPT_ENV",
@@ -37,9 +37,9 @@ _DISABLED = frozenset({"0", "false", "no", "off"})
 
 
 def _pair(p: object, q: object) -> tuple[mx.array, mx.array]:
-    p = _checks.require_probabilities("p", p, ndims=(1, 2))
-    q = _checks.require_probabilities("q", q, ndims=(1, 2))
-    _checks.require_same_shape("p", p, "q", q)
+    p = validation.require_probabilities("p", p, ndims=(1, 2))
+    q = validation.require_probabilities("q", q, ndims=(1, 2))
+    validation.require_same_shape("p", p, "q", q)
     return p, q
 
 
@@ -72,8 +72,8 @@ def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx
     """
     p, q = _pair(p, q)
     batch = tuple(p.shape[:-1])
-    t = _checks.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
-    u = _checks.uniform("u", u, batch_shape=batch)
+    t = validation.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    u = validation.uniform("u", u, batch_shape=batch)
     p_t, q_t = _at(p, t), _at(q, t)
     return (p_t > 0) & (u * q_t <= p_t)
 
@@ -259,13 +259,13 @@ def verify_draft_token(
     if q is None:
         if rule.needs_proposal_distribution:
             raise ValueError(f"q is required by rule {rule.value!r}, got None")
-        p = _checks.require_probabilities("p", p, ndims=(1, 2))
+        p = validation.require_probabilities("p", p, ndims=(1, 2))
     else:
         p, q = _pair(p, q)
     batch = tuple(p.shape[:-1])
-    t = _checks.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
-    ua = _checks.uniform("u_accept", u_accept, batch_shape=batch)
-    us = _checks.uniform("u_sample", u_sample, batch_shape=batch)
+    t = validation.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    ua = validation.uniform("u_accept", u_accept, batch_shape=batch)
+    us = validation.uniform("u_sample", u_sample, batch_shape=batch)
     return _verify(rule, p, q, t, ua, us)
 
 
@@ -310,8 +310,8 @@ def verify_block(
     (1, 1)
     """
     rule = _require_rule(rule)
-    target_probs = _checks.require_probabilities("target_probs", target_probs, ndims=(2,))
-    draft_tokens = _checks.require_array("draft_tokens", draft_tokens)
+    target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
+    draft_tokens = validation.require_array("draft_tokens", draft_tokens)
     if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:
         raise ValueError(f"draft_tokens must be [k] with k >= 1, got {tuple(draft_tokens.shape)}")
     k = draft_tokens.shape[0]
@@ -321,16 +321,18 @@ def verify_block(
             f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
             f"got {tuple(target_probs.shape)}"
         )
-    tokens = _checks.token_id("draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,))
-    uniforms = _checks.require_array("uniforms", uniforms)
+    tokens = validation.token_id(
+        "draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,)
+    )
+    uniforms = validation.require_array("uniforms", uniforms)
     if tuple(uniforms.shape) != (k + 1, 2):
         raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")
-    u = _checks.uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
+    u = validation.uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
     if draft_probs is None:
         if rule.needs_proposal_distribution:
             raise ValueError(f"draft_probs is required by rule {rule.value!r}, got None")
     else:
-        draft_probs = _checks.require_probabilities("draft_probs", draft_probs, ndims=(2,))
+        draft_probs = validation.require_probabilities("draft_probs", draft_probs, ndims=(2,))
         if tuple(draft_probs.shape) != (k, vocab_size):
             raise ValueError(
                 f"draft_probs must be [k, V] = [{k}, {vocab_size}] like target_probs, "

@@ -1,0 +1,51 @@
+"""The `specaccept` command: generate, table, bench.
+
+One module per subcommand, each registering its own options; what they share lives in
+`specaccept.cli.options`, which imports none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from collections.abc import Sequence
+
+from specaccept.cli import bench, generate, table
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `specaccept` command."""
+    parser = argparse.ArgumentParser(
+        prog="specaccept",
+        description="Lossless speculative decoding on MLX: run it, measure it, benchmark it.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at info on stderr")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for subcommand in (generate, table, bench):
+        subcommand.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `specaccept` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # `table` and `bench` print it first, so that each result names its own command.
+    args.invocation = shlex.join(["specaccept", *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr, format="%(name)s: %(message)s",
+    )
+    try:
+        status: int = args.handler(args)
+    except ValueError as error:
+        parser.exit(2, f"specaccept: error: {error}\n")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

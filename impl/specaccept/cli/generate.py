@@ -1,0 +1,95 @@
+"""`specaccept generate`: stream text from a speculative run and print its summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from specaccept.cli.options import (
+    DEFAULT_PROMPT,
+    add_model_arguments,
+    add_run_arguments,
+    add_sampler_arguments,
+    diagnostics_enabled,
+    encode_prompt,
+    sampler_config,
+)
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    """Register `generate` on the subparsers action `commands`."""
+    generate: argparse.ArgumentParser = commands.add_parser(
+        "generate", help="generate text speculatively"
+    )
+    add_model_arguments(generate)
+    generate.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    add_run_arguments(generate, tokens=200)
+    add_sampler_arguments(generate)
+    generate.add_argument(
+        "--rule", choices=("auto", "stochastic", "sampler-match"), default="auto",
+        help="auto: stochastic unless SPECACCEPT_STOCHASTIC_ACCEPT disables it",
+    )
+    generate.add_argument("--no-draft", action="store_true", help="target only, for A/B")
+    generate.add_argument("--diag", action="store_true", help="report the closed forms")
+    generate.add_argument(
+        "--check-caches", action="store_true", help="assert both cache offsets every round"
+    )
+    generate.add_argument(
+        "--chat-template", action="store_true", help="wrap the prompt in the chat template"
+    )
+    generate.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate, streaming the text to stdout, then print the summary lines."""
+    from specaccept.shell.generator import SpeculativeGenerator, target_only_generate
+    from specaccept.shell.loading import load_pair
+
+    config = sampler_config(args)
+    pair = load_pair(args.model, args.draft_model, with_drafter=not args.no_draft)
+    tokenizer = pair.tokenizer
+    prompt = encode_prompt(tokenizer, args.prompt, chat_template=args.chat_template)
+    eos = frozenset(int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ())
+    detokenizer = tokenizer.detokenizer
+    detokenizer.reset()
+    out = sys.stdout
+    out.write(args.prompt if not args.chat_template else "")
+    out.flush()
+
+    def stream(tokens: Sequence[int]) -> None:
+        for token in tokens:
+            detokenizer.add_token(token)
+        out.write(detokenizer.last_segment)
+        out.flush()
+
+    start = time.perf_counter()
+    count = 0
+    if pair.drafter is None:
+        for token in target_only_generate(
+            pair.target, prompt, config, args.max_tokens, seed=args.seed, eos_token_ids=eos
+        ):
+            stream([token])
+            count += 1
+        summary = "[Target only] no drafter"
+    else:
+        generator = SpeculativeGenerator(
+            pair.target, pair.drafter, config,
+            num_draft_tokens=args.num_draft_tokens, rule=args.rule, eos_token_ids=eos,
+            check_caches=args.check_caches, diagnostics=diagnostics_enabled(args.diag),
+        )
+        for block in generator.generate(prompt, args.max_tokens, seed=args.seed):
+            stream(block)
+            count += len(block)
+        summary = generator.stats.summary_line()
+    elapsed = time.perf_counter() - start
+    detokenizer.finalize()
+    out.write(detokenizer.last_segment + "\n")
+    print(summary)
+    rate = count / elapsed if elapsed > 0 else 0.0
+    print(f"generated={count} seconds={elapsed:.3f} tokens_per_second={rate:.2f}")
+    return 0

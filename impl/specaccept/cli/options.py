@@ -1,0 +1,140 @@
+"""What the subcommands share: option groups, the sampler they describe, the run header.
+
+This module imports no subcommand, so that `generate`, `table` and `bench` can each
+depend on it without depending on each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import version
+from typing import Any
+
+import mlx.core as mx
+from tqdm import tqdm
+
+from specaccept.core.sampling import SamplerConfig
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "DIAG_ENV",
+    "add_model_arguments",
+    "add_run_arguments",
+    "add_sampler_arguments",
+    "blas_in_use",
+    "diagnostics_enabled",
+    "encode_prompt",
+    "mlx_version",
+    "non_negative_int",
+    "positive_int",
+    "print_invocation",
+    "progress_bar",
+    "sampler_config",
+]
+
+DEFAULT_PROMPT = "ROMEO:\n"
+DIAG_ENV = "SPECACCEPT_ACCEPT_DIAG"
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """-m/--model and --draft-model (both default to the embedded demo pair)."""
+    group = parser.add_argument_group("models (default: the embedded demo pair)")
+    group.add_argument("-m", "--model", help="target: a local mlx-lm model directory")
+    group.add_argument("--draft-model", help="drafter: a local mlx-lm model directory")
+
+
+def add_sampler_arguments(parser: argparse.ArgumentParser, *, with_temp: bool = True) -> None:
+    """The flags `sampler_config` reads."""
+    group = parser.add_argument_group("sampler (the target's; the drafter uses the same)")
+    if with_temp:
+        group.add_argument("--temp", type=float, default=0.7, help="temperature, 0 = greedy")
+    group.add_argument("--top-k", type=non_negative_int, default=0, help="0 = off")
+    group.add_argument("--top-p", type=float, default=1.0)
+    group.add_argument("--min-p", type=float, default=0.0)
+    group.add_argument("--repetition-penalty", type=float, default=1.0)
+    group.add_argument("--repetition-context-size", type=positive_int, default=20)
+    group.add_argument("--frequency-penalty", type=float, default=0.0)
+    group.add_argument("--presence-penalty", type=float, default=0.0)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, tokens: int) -> None:
+    """-n/--max-tokens, --seed and --num-draft-tokens."""
+    parser.add_argument("-n", "--max-tokens", type=non_negative_int, default=tokens)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--num-draft-tokens", type=positive_int, default=4, help="k")
+
+
+def sampler_config(args: argparse.Namespace, temperature: float | None = None) -> SamplerConfig:
+    """The SamplerConfig the flags describe (a ValueError names a bad field)."""
+    return SamplerConfig(
+        temperature=args.temp if temperature is None else temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+        repetition_context_size=args.repetition_context_size,
+        frequency_penalty=args.frequency_penalty,
+        presence_penalty=args.presence_penalty,
+    )
+
+
+def encode_prompt(tokenizer: Any, prompt: str, *, chat_template: bool) -> list[int]:
+    """Token ids of `prompt`, through the chat template when asked and available."""
+    if chat_template and getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": prompt}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return [int(t) for t in ids]
+    return [int(t) for t in tokenizer.encode(prompt)]
+
+
+def diagnostics_enabled(flag: bool) -> bool:
+    """--diag, or SPECACCEPT_ACCEPT_DIAG set to 1/true/yes/on."""
+    return flag or os.environ.get(DIAG_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def print_invocation(args: argparse.Namespace) -> None:
+    """Print the command that produced a result, as a shell block, when it is known."""
+    invocation = getattr(args, "invocation", None)
+    if invocation:
+        print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
+
+
+def blas_in_use() -> str:
+    """Which BLAS serves MLX's CPU matmuls: an LD_PRELOADed library, or the wheel's own."""
+    if mx.default_device() == mx.gpu:
+        return "none (matmuls run on the GPU)"
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "blas" in preload.lower():
+        return f"LD_PRELOAD={preload}"
+    return "the BLAS bundled with the mlx wheel"
+
+
+def mlx_version() -> str:
+    """The installed mlx distribution's version."""
+    return version("mlx")
+
+
+def progress_bar(total: int, label: str, *, quiet: bool = False) -> tqdm[Any]:
+    """A tqdm bar on stderr; off when stderr is not a terminal or `quiet` (e.g. --json)."""
+    return tqdm(
+        total=total, desc=label, file=sys.stderr, leave=False, dynamic_ncols=True,
+        disable=quiet or not sys.stderr.isatty(),
+    )
