@@ -236,7 +236,8 @@ def render_markdown(result: BenchResult) -> str:
         f"Round cost, stochastic / sampler-match: "
         f"{result.round_cost_stochastic_over_sampler_match:.3f}. "
         f"Drafter token / target token (c): {c:.3f}; target {k + 1}-token forward / "
-        f"1-token forward: {r:.3f}. Predicted speedup = expected_tokens_per_round([alpha]*k)"
-        f" / (k*c + {k + 1}-token cost ratio).",
+        # A code span: bare, `[alpha]*k ... (k*c` reads as a link and emphasis in Markdown.
+        f"1-token forward: {r:.3f}. Predicted speedup = "
+        f"`expected_tokens_per_round([alpha]*k) / (k*c + {k + 1}-token cost ratio)`.",
     ]
     return "\n".join(lines)

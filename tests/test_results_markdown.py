@@ -1,0 +1,46 @@
+"""The measurement commands print Markdown that the site includes verbatim: it must read as
+the plain text it means, with no formula turned into emphasis or a link by accident."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from specaccept.cli.bench import BenchResult, render_markdown
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+MARKUP = {"em_open", "strong_open", "link_open", "image"}
+
+
+def accidental_markup(markdown: str) -> list[str]:
+    """The emphasis, links and images in `markdown` as CommonMark (with tables) reads it."""
+    found = []
+    for block in MarkdownIt("commonmark").enable("table").parse(markdown):
+        for token in block.children or []:
+            if token.type in MARKUP:
+                found.append(f"{token.type} in {block.content[:80]!r}")
+    return found
+
+
+def test_the_checker_sees_the_formula_that_rendered_as_italics() -> None:
+    # The footer as bench used to print it: `*k ... (k*c` became emphasis.
+    bare = "Predicted speedup = expected_tokens_per_round([alpha]*k) / (k*c + 5-token cost ratio)."
+    assert accidental_markup(bare)
+
+
+@pytest.mark.parametrize("name", ["bench", "bench-openblas", "bench-gpu"])
+def test_bench_markdown_has_no_accidental_markup(name: str) -> None:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: the results page includes it")
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    recorded.pop("command", None)
+    assert accidental_markup(render_markdown(BenchResult(**recorded))) == []
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.md")), ids=lambda p: p.name)
+def test_recorded_results_have_no_accidental_markup(path: Path) -> None:
+    assert accidental_markup(path.read_text(encoding="utf-8")) == []
