@@ -37,6 +37,7 @@ from specaccept.core.theory import (
 from specaccept.shell.generator import (
     CacheInvariantError,
     NonFiniteLogitsError,
+    RoundObservation,
     RuleChoice,
     SpeculativeGenerator,
     SpeculativeStats,
@@ -55,6 +56,7 @@ __all__ = [
     "ModelPair",
     "NonFiniteLogitsError",
     "RewindPlan",
+    "RoundObservation",
     "RuleChoice",
     "SampledToken",
     "SamplerConfig",

@@ -34,6 +34,7 @@ from specaccept.core.theory import acceptance_closed_forms
 __all__ = [
     "CacheInvariantError",
     "NonFiniteLogitsError",
+    "RoundObservation",
     "RuleChoice",
     "SpeculativeGenerator",
     "SpeculativeStats",
@@ -56,6 +57,45 @@ class NonFiniteLogitsError(ValueError):
 
 class CacheInvariantError(AssertionError):
     """A cache offset differs from the number of tokens before the current token."""
+
+
+@dataclass(frozen=True)
+class RoundObservation:
+    """What one round saw and decided, handed to a generator's `round_observer`.
+
+    A conformance trace is built from these (`specaccept.shell.conformance`). The
+    rows are read back in the round's one host synchronisation; a round with no
+    drafts is the final single target step.
+    """
+
+    position: int
+    """Tokens generated before the round."""
+    rule: AcceptanceRule
+    """The rule that decided the round."""
+    target_probs: list[list[float]]
+    """`[k+1, V]` float32 values, row i the target's law after the drafts before position i."""
+    draft_probs: list[list[float]] | None
+    """`[k, V]` float32 values, the law each draft was drawn from (None when k = 0)."""
+    draft_tokens: list[int]
+    """The k drafts."""
+    uniforms: list[list[float]]
+    """`[k+1, 2]` float32 values, the uniforms `verify_block` read."""
+    num_accepted: int
+    """The accepted prefix length."""
+    emitted: list[int]
+    """The tokens the round emitted, after any cut at an end-of-sequence token."""
+    stopped: bool
+    """True when the run ended in this round (EOS or max_tokens)."""
+    target_offset_before: int
+    """Target cache entries when the round began."""
+    draft_offset_before: int | None
+    """Drafter cache entries before the round's first draft forward (None when k = 0)."""
+    draft_fed: int
+    """Tokens in the drafter's first forward: the current token plus any owed backfill."""
+    target_offset_after: int
+    """Target cache entries after the rewind."""
+    draft_offset_after: int | None
+    """Drafter cache entries after the rewind (None when k = 0)."""
 
 
 @dataclass
@@ -238,6 +278,8 @@ class SpeculativeGenerator:
             number of tokens before the next current token.
         diagnostics: accumulate Σ min(p, q) and Σ p·q over the tested positions.
         prefill_step_size: prompt tokens per prefill forward.
+        round_observer: called with a `RoundObservation` after every round (for
+            tracing; it costs one extra read-back of the round's rows).
     """
 
     target: Any
@@ -250,7 +292,11 @@ class SpeculativeGenerator:
     check_caches: bool = False
     diagnostics: bool = False
     prefill_step_size: int = 512
+    round_observer: Callable[[RoundObservation], None] | None = None
     stats: SpeculativeStats = field(init=False)
+    _observed: tuple[Any, Any, list[int], Any, int] = field(
+        init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.target_config, SamplerConfig):
@@ -336,6 +382,7 @@ class SpeculativeGenerator:
         generated = 0
         while generated < max_tokens:
             k = min(k_max, max_tokens - generated - 1)
+            offsets_before = (_offset(target_cache), _offset(draft_cache), len(backfill) + 1)
             if k == 0:
                 # One token left: a plain target step decides it.
                 emitted = self._final_step(target_cache, history, current, generated, seed)
@@ -353,6 +400,10 @@ class SpeculativeGenerator:
             emitted = emitted[:cut]
             generated += len(emitted)
             stats.generated = generated
+            if self.round_observer is not None:
+                self._observe(
+                    emitted, generated, max_tokens, offsets_before, target_cache, draft_cache
+                )
             yield emitted
             if emitted[-1] in self.eos_token_ids or generated == max_tokens:
                 return
@@ -360,6 +411,25 @@ class SpeculativeGenerator:
             current = emitted[-1]
             if self.check_caches:
                 self._check_offsets(target_cache, draft_cache, backfill, history.shape[0] - 1)
+
+    def _observe(
+        self, emitted: list[int], generated: int, max_tokens: int,
+        offsets_before: tuple[int, int, int], target_cache: list[Any], draft_cache: list[Any],
+    ) -> None:
+        assert self.round_observer is not None
+        target_probs, draft_probs, drafts, uniforms, accepted = self._observed
+        has_drafts = bool(drafts)
+        self.round_observer(RoundObservation(
+            position=generated - len(emitted), rule=self.acceptance_rule,
+            target_probs=target_probs, draft_probs=draft_probs, draft_tokens=drafts,
+            uniforms=uniforms, num_accepted=accepted, emitted=emitted,
+            stopped=emitted[-1] in self.eos_token_ids or generated == max_tokens,
+            target_offset_before=offsets_before[0],
+            draft_offset_before=offsets_before[1] if has_drafts else None,
+            draft_fed=offsets_before[2] if has_drafts else 0,
+            target_offset_after=_offset(target_cache),
+            draft_offset_after=_offset(draft_cache) if has_drafts else None,
+        ))
 
     def _check_offsets(
         self, target_cache: list[Any], draft_cache: list[Any], backfill: list[int], before: int
@@ -379,7 +449,12 @@ class SpeculativeGenerator:
         probs = effective_token_distribution(logits, self.target_config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
         self.stats.rounds += 1
-        token_value, invalid = self._sync(token, _invalid_logits(logits[None]))
+        observed = [probs[None]] if self.round_observer is not None else []
+        token_value, invalid, *rows = self._sync(token, _invalid_logits(logits[None]), *observed)
+        if rows:
+            uniforms = [[position_uniform(seed, position, ACCEPT),
+                         position_uniform(seed, position, SAMPLE)]]
+            self._observed = (rows[0], None, [], uniforms, 0)
         _raise_on_invalid(invalid, "the target", position)
         return [int(token_value)]
 
@@ -396,7 +471,8 @@ class SpeculativeGenerator:
     ) -> tuple[list[int], bool]:
         assert self.draft_config is not None
         rule, stats = self.acceptance_rule, self.stats
-        keep_q = rule.needs_proposal_distribution or self.diagnostics
+        keep_q = (rule.needs_proposal_distribution or self.diagnostics
+                  or self.round_observer is not None)
         draft_history = history
         drafts: list[mx.array] = []
         draft_probs: list[mx.array] = []
@@ -440,6 +516,9 @@ class SpeculativeGenerator:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
             outputs += [forms.sum_min, forms.sum_prod]
+        if self.round_observer is not None:
+            assert proposal is not None
+            outputs += [target_probs, proposal, uniforms]
         values = self._sync(*outputs)
         accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
         # Rows past the emitted block decide nothing; only a row that decided a token counts.
@@ -455,6 +534,8 @@ class SpeculativeGenerator:
             stats.sum_min_total += sum(values[5][:tested])
             stats.sum_prod_total += sum(values[6][:tested])
 
+        if self.round_observer is not None:
+            self._observed = (*values[-3:-1], draft_values, values[-1], accepted)
         plan = rewind_trim(k, accepted)
         _trim(target_cache, plan.target_trim, "target")
         _trim(draft_cache, plan.draft_trim, "drafter")
