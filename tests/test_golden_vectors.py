@@ -12,13 +12,12 @@ Three guarantees, each a test below:
 fields that spec/vectors/schema.md documents and calls the public API.
 
 The last tests keep the spec pages that document the vectors honest without a Sphinx build:
-their `{doctest}` blocks run, their `{literalinclude}` targets exist (resolved from the
-docs/spec/ stubs that include them), and their relative links point at pages that exist.
+their `{doctest}` blocks run and their relative links point at pages that exist (their inline
+code is checked against impl/ by tests/test_spec_pages.py).
 """
 
 from __future__ import annotations
 
-import ast
 import copy
 import doctest
 import json
@@ -441,9 +440,6 @@ def test_committed_files_follow_the_json_schema() -> None:
 
 PAGES = sorted(SPEC.rglob("*.md"))
 DOCTEST_BLOCK = re.compile(r"^```\{doctest\}\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-LITERALINCLUDE = re.compile(
-    r"^```\{literalinclude\} (\S+)\n(?::[a-z-]+:.*\n)*?:pyobject: (\S+)\n", re.MULTILINE
-)
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)]*)?\)")
 # sphinx.ext.doctest's default option flags.
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1
@@ -462,30 +458,6 @@ def test_spec_doctest_blocks_pass(page: Path) -> None:
         runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS)
         runner.run(test)
         assert runner.summarize(verbose=False).failed == 0, f"{test.name} failed"
-
-
-def defined_names(module: Path) -> set[str]:
-    """Top-level functions and classes, and Class.method, of a Python file."""
-    names: set[str] = set()
-    for node in ast.parse(module.read_text("utf-8")).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        if isinstance(node, ast.ClassDef):
-            names.update(f"{node.name}.{item.name}" for item in node.body
-                         if isinstance(item, ast.FunctionDef))
-    return names
-
-
-@pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_spec_literalincludes_resolve_from_the_docs_stubs(page: Path) -> None:
-    # docs/spec/ mirrors spec/, and MyST resolves a literalinclude in included text against the
-    # including stub, so a path is written relative to docs/spec/<same path as the page>.
-    stub_dir = ROOT / "docs" / "spec" / page.relative_to(SPEC).parent
-    for path, pyobject in LITERALINCLUDE.findall(page.read_text("utf-8")):
-        target = (stub_dir / path).resolve()
-        assert target.is_relative_to(ROOT / "impl"), f"{path} does not point into impl/"
-        assert target.is_file(), f"{path} resolves to a missing file {target}"
-        assert pyobject in defined_names(target), f"{pyobject} is not defined in {path}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)

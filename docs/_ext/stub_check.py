@@ -3,8 +3,8 @@
 The site includes the normative pages, it never copies them: every page
 ``spec/<path>.md`` is built through a stub ``docs/spec/<path>.md`` whose only
 content is a MyST include of that page (likewise for ``proofs/``). The stub keeps
-the page's place in the tree, so the page's relative links (``[x](x.md)``) and its
-``{literalinclude}`` paths resolve from the stub exactly as written.
+the page's place in the tree, so the page's relative links (``[x](x.md)``) resolve from the
+stub exactly as written.
 
 At ``builder-inited`` this extension lists every source page and every stub and
 emits one warning (type ``specaccept.stub``) for each page without a stub, each
