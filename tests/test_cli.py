@@ -101,11 +101,12 @@ def _measured_and_closed_form(pair: ModelPair, rule: RuleChoice) -> tuple[float,
     accepted = tested = 0
     sum_min = 0.0
     for seed, text in enumerate(PROMPTS):
-        for _ in generator.generate(_prompt(pair, text), 200, seed=seed):
+        run = generator.generate(_prompt(pair, text), 200, seed=seed)
+        for _ in run:
             pass
-        accepted += generator.stats.accepted
-        tested += generator.stats.positions_tested
-        sum_min += generator.stats.sum_min_total
+        accepted += run.stats.accepted
+        tested += run.stats.positions_tested
+        sum_min += run.stats.sum_min_total
     measured, predicted = accepted / tested, sum_min / tested
     standard_error = (predicted * (1 - predicted) / tested) ** 0.5
     print(f"{rule}: measured={measured:.4f} sum_min={predicted:.4f} se={standard_error:.4f} "

@@ -82,9 +82,10 @@ def test_cache_contents_are_exact_after_every_round(regime: str, k: int) -> None
     emitted: list[int] = []
     previous_accepted = previous_proposed = 0
     rounds_checked = 0
-    for block in generator.generate(PROMPT, max_tokens, seed=11):
+    run = generator.generate(PROMPT, max_tokens, seed=11)
+    for block in run:
         emitted += block
-        stats = generator.stats
+        stats = run.stats
         round_k = stats.proposed - previous_proposed
         all_accepted = round_k > 0 and stats.accepted - previous_accepted == round_k
         previous_accepted, previous_proposed = stats.accepted, stats.proposed
@@ -102,7 +103,7 @@ def test_cache_contents_are_exact_after_every_round(regime: str, k: int) -> None
     assert len(emitted) == max_tokens
     assert rounds_checked >= 5
 
-    stats = generator.stats
+    stats = run.stats
     if regime == "all-reject":
         assert stats.accepted == 0
     elif regime.startswith("all-accept"):
@@ -118,9 +119,10 @@ def test_all_accepted_rounds_backfill_the_last_draft(regime: str) -> None:
     target, drafter, config = _regime(regime)
     k, rounds = 4, 7
     generator = SpeculativeGenerator(target, drafter, config, num_draft_tokens=k, check_caches=True)
-    emitted = collect(generator.generate(PROMPT, rounds * (k + 1), seed=2))
+    run = generator.generate(PROMPT, rounds * (k + 1), seed=2)
+    emitted = collect(run)
     assert len(emitted) == rounds * (k + 1)
-    stats = generator.stats
+    stats = run.stats
     assert (stats.rounds, stats.proposed, stats.accepted) == (rounds, rounds * k, rounds * k)
     prefill = [len(PROMPT) - 1]
     first_round = [1] * k

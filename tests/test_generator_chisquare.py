@@ -91,8 +91,9 @@ def _run(
         check_caches=check_caches, diagnostics=True,
     )
     start = time.perf_counter()
-    emitted = [t for block in generator.generate(prompt, tokens, seed=seed) for t in block]
-    return Run(emitted, generator.stats, time.perf_counter() - start)
+    run = generator.generate(prompt, tokens, seed=seed)
+    emitted = [t for block in run for t in block]
+    return Run(emitted, run.stats, time.perf_counter() - start)
 
 
 def _iid_run(rule: RuleChoice, seed: int, tokens: int = TOKENS) -> Run:

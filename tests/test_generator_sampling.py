@@ -65,9 +65,10 @@ def test_sampler_match_replays_target_only_sampling(pair: str, config_name: str,
     accepted = 0
     for seed in SEEDS:
         expected = list(target_only_generate(target, PROMPT, config, TOKENS, seed=seed))
-        assert collect(generator.generate(PROMPT, TOKENS, seed=seed)) == expected, seed
-        assert generator.stats.rule.value == "sampler-match"
-        accepted += generator.stats.accepted
+        run = generator.generate(PROMPT, TOKENS, seed=seed)
+        assert collect(run) == expected, seed
+        assert run.stats.rule.value == "sampler-match"
+        accepted += run.stats.accepted
     assert accepted > 0  # some of the stream came from accepted drafts
 
 
@@ -82,11 +83,12 @@ def test_stochastic_runs_are_valid_runs(pair: str, config_name: str) -> None:
         target, drafter, config, num_draft_tokens=4, rule="stochastic", check_caches=True
     )
     for seed in SEEDS[:2]:
-        stream = collect(generator.generate(PROMPT, TOKENS, seed=seed))
+        run = generator.generate(PROMPT, TOKENS, seed=seed)
+        stream = collect(run)
         assert len(stream) == TOKENS
         assert all(0 <= token < VOCAB for token in stream)
-        assert generator.stats.rule.value == "stochastic"
-        assert generator.stats.generated == TOKENS
+        assert run.stats.rule.value == "stochastic"
+        assert run.stats.generated == TOKENS
 
 
 @pytest.mark.parametrize("rule", ["stochastic", "sampler-match"])
@@ -111,14 +113,14 @@ def test_the_rule_switch_follows_the_environment_only_under_auto(
 ) -> None:
     target, drafter = PAIRS["iid"]()
     config = CONFIGS["t1.0"]
-    assert SpeculativeGenerator(target, drafter, config).stats.rule.value == "stochastic"
+    assert SpeculativeGenerator(target, drafter, config).acceptance_rule.value == "stochastic"
     monkeypatch.setenv("SPECACCEPT_STOCHASTIC_ACCEPT", "off")
-    assert SpeculativeGenerator(target, drafter, config).stats.rule.value == "sampler-match"
+    assert SpeculativeGenerator(target, drafter, config).acceptance_rule.value == "sampler-match"
     forced = SpeculativeGenerator(target, drafter, config, rule="stochastic")
-    assert forced.stats.rule.value == "stochastic"
+    assert forced.acceptance_rule.value == "stochastic"
     greedy_config = SamplerConfig(temperature=0.0)
     greedy = SpeculativeGenerator(target, drafter, greedy_config, rule="stochastic")
-    assert greedy.stats.rule.value == "greedy-argmax"
+    assert greedy.acceptance_rule.value == "greedy-argmax"
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

@@ -88,9 +88,10 @@ def _generator(
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_counter_identities_and_one_sync_per_round(scenario: str, k: int) -> None:
     generator = _generator(scenario, k, diagnostics=True)
-    blocks = list(generator.generate(PROMPT, 53, seed=5))
+    run = generator.generate(PROMPT, 53, seed=5)
+    blocks = list(run)
     stream = collect(blocks)
-    stats = generator.stats
+    stats = run.stats
     assert all(blocks)  # every round emits at least one token
     assert stats.generated == len(stream) == 53
     assert stats.accepted <= stats.positions_tested <= stats.proposed <= k * stats.rounds
@@ -167,8 +168,9 @@ DIAGNOSTICS = re.compile(r" closed_form_sum_min=(\d\.\d{4}) closed_form_sum_prod
 )
 def test_the_summary_line_shape(scenario: str, diagnostics: bool) -> None:
     generator = _generator(scenario, 4, diagnostics=diagnostics)
-    collect(generator.generate(PROMPT, 40, seed=3))
-    stats = generator.stats
+    run = generator.generate(PROMPT, 40, seed=3)
+    collect(run)
+    stats = run.stats
     line = stats.summary_line()
     match = SUMMARY.match(line)
     assert match, line
@@ -189,10 +191,11 @@ def test_the_summary_line_shape(scenario: str, diagnostics: bool) -> None:
 
 def test_an_empty_run_has_a_well_formed_summary() -> None:
     generator = _generator("stochastic-mixed", 4, diagnostics=True)
-    assert collect(generator.generate(PROMPT, 0)) == []
-    line = generator.stats.summary_line()
+    run = generator.generate(PROMPT, 0)
+    assert collect(run) == []
+    line = run.stats.summary_line()
     assert SUMMARY.match(line) and DIAGNOSTICS.search(line), line
-    assert generator.stats.rounds == generator.stats.host_syncs == 0
+    assert run.stats.rounds == run.stats.host_syncs == 0
 
 
 @pytest.mark.parametrize("k", [1, 4])
@@ -201,9 +204,10 @@ def test_max_tokens_is_respected_exactly(scenario: str, k: int) -> None:
     generator = _generator(scenario, k, check_caches=True)
     target_factory, _, config, _ = SCENARIOS[scenario]
     for max_tokens in sorted({0, 1, 2, k, k + 1, k + 2, 2 * k + 1, 3 * k + 5}):
-        blocks = list(generator.generate(PROMPT, max_tokens, seed=9))
+        run = generator.generate(PROMPT, max_tokens, seed=9)
+        blocks = list(run)
         stream = collect(blocks)
-        assert len(stream) == generator.stats.generated == max_tokens
+        assert len(stream) == run.stats.generated == max_tokens
         assert all(blocks)
         if config.is_greedy:
             reference = target_only_generate(target_factory(), PROMPT, config, max_tokens)
@@ -219,15 +223,17 @@ def test_max_tokens_is_respected_exactly(scenario: str, k: int) -> None:
 @pytest.mark.parametrize("scenario", ["greedy-all-accept", "greedy-mixed", "greedy-all-reject"])
 def test_eos_anywhere_in_a_block_ends_the_run_at_it(scenario: str, eos: int) -> None:
     generator = _generator(scenario, 4, eos=frozenset({eos}), check_caches=True)
-    stream = collect(generator.generate([0], 30))
+    run = generator.generate([0], 30)
+    stream = collect(run)
     assert stream == (list(range(1, eos + 1)) if eos else [1, 2, 3, 4, 5, 0])
     assert stream == list(
         target_only_generate(_cycle(), [0], GREEDY, 30, eos_token_ids=frozenset({eos}))
     )
-    assert generator.stats.generated == len(stream)
+    stats = run.stats
+    assert stats.generated == len(stream)
     if scenario == "greedy-all-accept" and 0 < eos < 5:
         # The EOS was an accepted draft: the round accepted more than it emitted.
-        assert generator.stats.accepted + generator.stats.rounds > generator.stats.generated
+        assert stats.accepted + stats.rounds > stats.generated
 
 
 def test_the_first_of_several_eos_tokens_ends_the_run() -> None:
@@ -241,8 +247,9 @@ def test_eos_ends_a_sampled_run_at_its_first_occurrence(rule: RuleChoice) -> Non
     stopped = 0
     for seed in range(6):
         generator = _generator(f"{rule}-mixed", 4, eos=eos, check_caches=True)
-        stream = collect(generator.generate(PROMPT, 40, seed=seed))
-        assert generator.stats.generated == len(stream) <= 40
+        run = generator.generate(PROMPT, 40, seed=seed)
+        stream = collect(run)
+        assert run.stats.generated == len(stream) <= 40
         assert 4 not in stream[:-1]
         if stream[-1] == 4:
             stopped += 1
@@ -253,3 +260,25 @@ def test_eos_ends_a_sampled_run_at_its_first_occurrence(rule: RuleChoice) -> Non
                 target_only_generate(_markov(), PROMPT, WARM, 40, seed=seed, eos_token_ids=eos)
             )
     assert stopped >= 3  # EOS was actually reached in most runs
+
+
+def test_interleaved_runs_of_one_generator_keep_their_own_counters() -> None:
+    generator = _generator("stochastic-mixed", 4)
+    alone = generator.generate(PROMPT, 40, seed=1)
+    expected = collect(alone)
+    first, second = generator.generate(PROMPT, 40, seed=1), generator.generate(PROMPT, 17, seed=2)
+    interleaved: list[int] = []
+    for block in first:
+        interleaved += block
+        next(second, None)  # a round of the other run between each round of this one
+    collect(second)
+    assert interleaved == expected
+    assert first.stats == alone.stats
+    assert second.stats.generated == 17
+    assert first.stats.host_syncs == first.stats.rounds
+
+
+def test_a_run_checks_its_arguments_before_it_is_iterated() -> None:
+    generator = _generator("stochastic-mixed", 4)
+    with pytest.raises(ValueError, match="max_tokens"):
+        generator.generate(PROMPT, -1)

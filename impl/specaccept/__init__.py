@@ -40,6 +40,7 @@ from specaccept.shell.generator import (
     RoundObservation,
     RuleChoice,
     SpeculativeGenerator,
+    SpeculativeRun,
     SpeculativeStats,
     target_only_generate,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "SampledToken",
     "SamplerConfig",
     "SpeculativeGenerator",
+    "SpeculativeRun",
     "SpeculativeStats",
     "Verdict",
     "accept_draft_token",

@@ -95,9 +95,9 @@ def run_benchmark(args: argparse.Namespace) -> int:
     # and no ratio rests on one lucky or unlucky trajectory.
     def speculative(rule: RuleChoice) -> Callable[[int], int]:
         def run(seed: int) -> int:
-            generator = generators[rule]
-            count = sum(len(b) for b in generator.generate(prompt, n, seed=seed))
-            stats[rule].append(generator.stats)
+            run = generators[rule].generate(prompt, n, seed=seed)
+            count = sum(len(b) for b in run)
+            stats[rule].append(run.stats)
             return count
         return run
 

@@ -82,10 +82,11 @@ def run(args: argparse.Namespace) -> int:
             num_draft_tokens=args.num_draft_tokens, rule=args.rule, eos_token_ids=eos,
             check_caches=args.check_caches, diagnostics=diagnostics_enabled(args.diag),
         )
-        for block in generator.generate(prompt, args.max_tokens, seed=args.seed):
+        run = generator.generate(prompt, args.max_tokens, seed=args.seed)
+        for block in run:
             stream(block)
             count += len(block)
-        summary = generator.stats.summary_line()
+        summary = run.stats.summary_line()
     elapsed = time.perf_counter() - start
     detokenizer.finalize()
     out.write(detokenizer.last_segment + "\n")

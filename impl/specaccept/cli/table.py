@@ -121,9 +121,12 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
             pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
             runs = [prompt for _ in range(args.repeats) for prompt in encoded]
             for run_number, prompt in enumerate(runs):
-                for _ in generator.generate(prompt, args.max_tokens, seed=args.seed + run_number):
+                generation = generator.generate(
+                    prompt, args.max_tokens, seed=args.seed + run_number
+                )
+                for _ in generation:
                     pass
-                run = generator.stats
+                run = generation.stats
                 pooled.rounds += run.rounds
                 pooled.proposed += run.proposed
                 pooled.positions_tested += run.positions_tested

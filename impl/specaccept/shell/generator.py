@@ -37,6 +37,7 @@ __all__ = [
     "RoundObservation",
     "RuleChoice",
     "SpeculativeGenerator",
+    "SpeculativeRun",
     "SpeculativeStats",
     "target_only_generate",
 ]
@@ -154,6 +155,25 @@ class SpeculativeStats:
                 f" closed_form_sum_prod={self.closed_form_sum_prod:.4f}"
             )
         return line
+
+
+class SpeculativeRun(Iterator[list[int]]):
+    """One generation run: iterating it yields the tokens each round emits.
+
+    `stats` counts this run alone and is current after every block, so a run
+    stopped early (a break, an exception, Ctrl-C) still reports what it did.
+    Runs of one generator are independent: interleaving them mixes no counters.
+    """
+
+    def __init__(self, blocks: Iterator[list[int]], stats: SpeculativeStats) -> None:
+        self.stats = stats
+        self._blocks = blocks
+
+    def __iter__(self) -> SpeculativeRun:
+        return self
+
+    def __next__(self) -> list[int]:
+        return next(self._blocks)
 
 
 def _make_cache(model: Any, name: str) -> list[Any]:
@@ -293,7 +313,6 @@ class SpeculativeGenerator:
     diagnostics: bool = False
     prefill_step_size: int = 512
     round_observer: Callable[[RoundObservation], None] | None = None
-    stats: SpeculativeStats = field(init=False)
     _observed: tuple[Any, Any, list[int], Any, int] = field(
         init=False, repr=False
     )
@@ -337,11 +356,11 @@ class SpeculativeGenerator:
                 "speculative acceptance rule active rule=%s distribution_preserving=true",
                 self.acceptance_rule.value,
             )
-        self.stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
 
-    def _sync(self, *arrays: mx.array) -> list[Any]:
+    @staticmethod
+    def _sync(stats: SpeculativeStats, *arrays: mx.array) -> list[Any]:
         """The round's one host synchronisation: evaluate, then read back."""
-        self.stats.host_syncs += 1
+        stats.host_syncs += 1
         mx.eval(*arrays)
         return [array.tolist() for array in arrays]
 
@@ -356,20 +375,24 @@ class SpeculativeGenerator:
             rows.append(effective_token_distribution(logits[i], config, row_history))
         return mx.stack(rows)
 
-    def generate(
-        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0
-    ) -> Iterator[list[int]]:
-        """Yield the tokens each round emits; `self.stats` holds the run's counters.
+    def generate(self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0) -> SpeculativeRun:
+        """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
 
-        Output position n (0-based, counted from the first generated token)
-        uses the uniforms ``position_uniform(seed, n, slot)`` for its accept
-        test, its target draw and its draft.
+        The arguments are checked here, before any model runs. Output position n
+        (0-based, counted from the first generated token) uses the uniforms
+        ``position_uniform(seed, n, slot)`` for its accept test, its target draw
+        and its draft.
         """
         _check_run_arguments(max_tokens, seed, self.prefill_step_size)
         tokens = _check_prompt(prompt, self.vocab_size)
+        stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
+        return SpeculativeRun(self._blocks(tokens, max_tokens, seed, stats), stats)
+
+    def _blocks(
+        self, tokens: list[int], max_tokens: int, seed: int, stats: SpeculativeStats
+    ) -> Iterator[list[int]]:
         assert self.draft_config is not None
-        self.stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
-        stats, k_max = self.stats, self.num_draft_tokens
+        k_max = self.num_draft_tokens
         target_cache = _make_cache(self.target, "target")
         draft_cache = _make_cache(self.drafter, "drafter")
         _prefill(self.target, target_cache, tokens, self.prefill_step_size)
@@ -385,10 +408,13 @@ class SpeculativeGenerator:
             offsets_before = (_offset(target_cache), _offset(draft_cache), len(backfill) + 1)
             if k == 0:
                 # One token left: a plain target step decides it.
-                emitted = self._final_step(target_cache, history, current, generated, seed)
+                emitted = self._final_step(
+                    stats, target_cache, history, current, generated, seed
+                )
             else:
                 emitted, owes_backfill = self._round(
-                    target_cache, draft_cache, history, current, backfill, generated, k, seed
+                    stats, target_cache, draft_cache, history, current, backfill, generated, k,
+                    seed,
                 )
                 # The drafter never forwarded the round's last draft, emitted just before
                 # the bonus token: it leads the next round's first drafter forward.
@@ -410,7 +436,9 @@ class SpeculativeGenerator:
             history = mx.concatenate([history, mx.array(emitted, dtype=mx.int32)])
             current = emitted[-1]
             if self.check_caches:
-                self._check_offsets(target_cache, draft_cache, backfill, history.shape[0] - 1)
+                self._check_offsets(
+                    stats.rounds, target_cache, draft_cache, backfill, history.shape[0] - 1
+                )
 
     def _observe(
         self, emitted: list[int], generated: int, max_tokens: int,
@@ -431,26 +459,36 @@ class SpeculativeGenerator:
             draft_offset_after=_offset(draft_cache) if has_drafts else None,
         ))
 
+    @staticmethod
     def _check_offsets(
-        self, target_cache: list[Any], draft_cache: list[Any], backfill: list[int], before: int
+        rounds: int, target_cache: list[Any], draft_cache: list[Any], backfill: list[int],
+        before: int,
     ) -> None:
         target_offset, draft_offset = _offset(target_cache), _offset(draft_cache)
         if target_offset != before or draft_offset + len(backfill) != before:
             raise CacheInvariantError(
-                f"after round {self.stats.rounds}: {before} tokens precede the current token, "
+                f"after round {rounds}: {before} tokens precede the current token, "
                 f"but the target cache holds {target_offset} and the drafter cache "
                 f"{draft_offset} (+{len(backfill)} owed)"
             )
 
     def _final_step(
-        self, target_cache: list[Any], history: mx.array, current: int, position: int, seed: int
+        self,
+        stats: SpeculativeStats,
+        target_cache: list[Any],
+        history: mx.array,
+        current: int,
+        position: int,
+        seed: int,
     ) -> list[int]:
         logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
         probs = effective_token_distribution(logits, self.target_config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        self.stats.rounds += 1
+        stats.rounds += 1
         observed = [probs[None]] if self.round_observer is not None else []
-        token_value, invalid, *rows = self._sync(token, _invalid_logits(logits[None]), *observed)
+        token_value, invalid, *rows = self._sync(
+            stats, token, _invalid_logits(logits[None]), *observed
+        )
         if rows:
             uniforms = [[position_uniform(seed, position, ACCEPT),
                          position_uniform(seed, position, SAMPLE)]]
@@ -460,6 +498,7 @@ class SpeculativeGenerator:
 
     def _round(
         self,
+        stats: SpeculativeStats,
         target_cache: list[Any],
         draft_cache: list[Any],
         history: mx.array,
@@ -470,7 +509,7 @@ class SpeculativeGenerator:
         seed: int,
     ) -> tuple[list[int], bool]:
         assert self.draft_config is not None
-        rule, stats = self.acceptance_rule, self.stats
+        rule = self.acceptance_rule
         keep_q = (rule.needs_proposal_distribution or self.diagnostics
                   or self.round_observer is not None)
         draft_history = history
@@ -519,7 +558,7 @@ class SpeculativeGenerator:
         if self.round_observer is not None:
             assert proposal is not None
             outputs += [target_probs, proposal, uniforms]
-        values = self._sync(*outputs)
+        values = self._sync(stats, *outputs)
         accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
         # Rows past the emitted block decide nothing; only a row that decided a token counts.
         _raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
