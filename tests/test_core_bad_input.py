@@ -105,6 +105,22 @@ def test_batched_uniforms_must_match_the_rows() -> None:
               TypeError, "probs must be float32", "probs-float16"),
         _case(lambda: sample_from_distribution(mx.zeros((2, 2, 2)), 0.5),
               ValueError, "probs must be 1-d or 2-d", "probs-3d"),
+        # The reason given fits the dtype: half precision underflows, float64 and ints do not.
+        _case(lambda: sample_from_distribution(P.astype(mx.float16), 0.5),
+              TypeError, "probs must be float32, got mlx.core.float16: half-precision",
+              "probs-float16-reason"),
+        _case(lambda: sample_from_distribution(mx.array([0.5, 0.5], dtype=mx.float64), 0.5),
+              TypeError, r"probs must be float32, got mlx.core.float64: every rule is specified "
+              r"in float32; convert with \.astype", "probs-float64-reason"),
+        _case(lambda: sample_from_distribution(mx.array([1, 0]), 0.5),
+              TypeError, "probs must be float32, got mlx.core.int32: probabilities are real "
+              "weights", "probs-int32-reason"),
+        # An empty batch of rows has nothing to draw.
+        _case(lambda: sample_from_distribution(mx.zeros((0, 3)), 0.5),
+              ValueError, r"probs must hold at least one row, got shape \(0, 3\)",
+              "probs-no-rows"),
+        _case(lambda: residual_resample(mx.zeros((0, 3)), mx.zeros((0, 3)), 0.5),
+              ValueError, "p must hold at least one row", "residual-no-rows"),
         # p and q must share a vocabulary.
         _case(lambda: accept_draft_token(P, mx.array([0.5, 0.5]), 0, 0.5),
               ValueError, "p and q must have the same shape", "vocab-mismatch-accept"),
@@ -236,6 +252,10 @@ def test_verify_block_accepts_good_input_for_every_rule() -> None:
               ValueError, "logits must be", "logits-3d"),
         _case(lambda: effective_token_distribution(mx.zeros((0,)), SamplerConfig()),
               ValueError, "logits must be", "logits-empty"),
+        _case(lambda: effective_token_distribution(mx.zeros((0, 3)), SamplerConfig()),
+              ValueError, r"logits must be \[V\] or \[R, V\] with R, V >= 1", "logits-no-rows"),
+        _case(lambda: effective_token_distribution(mx.zeros((0, 3)), SamplerConfig(temperature=0)),
+              ValueError, r"logits must be .* R, V >= 1", "logits-no-rows-greedy"),
         _case(lambda: effective_token_distribution(mx.array([0, 1]), SamplerConfig()),
               TypeError, "logits must be a floating array", "logits-int"),
         _case(lambda: effective_token_distribution(mx.zeros(3), {"temperature": 1.0}),  # type: ignore[arg-type]
@@ -318,12 +338,40 @@ BAD_FIELDS: list[tuple[str, object, type[Exception]]] = [
     ("logit_bias", {0: "1"}, TypeError),
 ]
 
+# Finite in Python, unusable in float32: each used to turn a valid row into NaN.
+FLOAT32_UNUSABLE: list[tuple[str, object, type[Exception]]] = [
+    ("temperature", 1e-50, ValueError),
+    ("temperature", 1e-46, ValueError),
+    ("temperature", 1e-40, ValueError),
+    ("temperature", 1e39, ValueError),
+    ("repetition_penalty", 1e-50, ValueError),
+    ("repetition_penalty", 1e39, ValueError),
+    ("frequency_penalty", 1e39, ValueError),
+    ("frequency_penalty", -1e39, ValueError),
+    ("presence_penalty", 1e39, ValueError),
+    ("dry_multiplier", 1e39, ValueError),
+    ("dry_base", 1e39, ValueError),
+    ("logit_bias", {0: 1e39}, ValueError),
+    ("logit_bias", {0: -1e39}, ValueError),
+    ("logit_bias", {2**31: 1.0}, ValueError),
+    ("dry_sequence_breakers", (2**31,), ValueError),
+]
+BAD_FIELDS += FLOAT32_UNUSABLE
+
 
 @pytest.mark.parametrize(("field", "value", "error"), BAD_FIELDS, ids=repr)
 def test_every_sampler_config_field_is_validated_by_name(
     field: str, value: object, error: type[Exception]
 ) -> None:
     with pytest.raises(error, match=re.escape(field)):
+        SamplerConfig(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("field", "value", "error"), FLOAT32_UNUSABLE, ids=repr)
+def test_a_value_unusable_in_float32_is_refused_with_the_usable_range(
+    field: str, value: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=re.escape(field) + r".* (lie in|token ids in) \["):
         SamplerConfig(**{field: value})  # type: ignore[arg-type]
 
 
@@ -337,6 +385,10 @@ def test_boundary_values_are_accepted() -> None:
     SamplerConfig(top_p=1e-9, min_p=1.0, repetition_penalty=1e-6, repetition_context_size=1)
     SamplerConfig(dry_base=1.0, dry_allowed_length=1, dry_penalty_last_n=-1,
                   xtc_probability=1.0, xtc_threshold=1.0, dry_sequence_breakers=(0,))
+    SamplerConfig(temperature=2.0**-126, repetition_penalty=2.0**-32, frequency_penalty=-(2.0**64),
+                  presence_penalty=2.0**64, dry_multiplier=3.4e38, dry_base=3.4e38,
+                  dry_sequence_breakers=(2**31 - 1,), logit_bias={2**31 - 1: -(2.0**64)})
+    SamplerConfig(temperature=3.4e38, repetition_penalty=2.0**32)
     bias = {0: 1.5}
     config = SamplerConfig(logit_bias=bias)
     bias[0] = 99.0  # the mapping is copied on construction

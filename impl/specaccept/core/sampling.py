@@ -29,6 +29,19 @@ __all__ = [
 _NEG_INF = float("-inf")
 _DRY_PENALTY_CAP = 1e30
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32: a config real beyond it would become inf in the arithmetic."""
+SMALLEST_TEMPERATURE = 2.0**-126
+"""The smallest usable temperature, float32's smallest normal (subnormals may flush to 0)."""
+LOGIT_LIMIT = 2.0**64
+"""Finite logits of magnitude up to this bound keep every step of the chain finite."""
+ADJUSTMENT_LIMIT = 2.0**64
+"""The bound on a logit bias, a frequency penalty and a presence penalty."""
+REPETITION_PENALTY_LIMIT = 2.0**32
+"""The repetition penalty lies in [1 / this, this]: it divides and multiplies logits."""
+MAX_TOKEN_ID = 2**31 - 1
+"""Token ids are int32 in the arithmetic."""
+
 
 @dataclass(frozen=True)
 class SamplerConfig:
@@ -41,9 +54,13 @@ class SamplerConfig:
     `dry_sequence_breakers` are token ids (the shell maps strings to ids).
     `logit_bias` maps token ids to additive biases and is copied on construction.
 
+    Every real must be one the float32 arithmetic can use: each range below
+    keeps every step of `effective_token_distribution` finite for logits within
+    +-`LOGIT_LIMIT`, so a valid config can never turn a valid row into NaN.
+
     Raises:
         TypeError: a field has the wrong type.
-        ValueError: a field is out of range; the message names the field.
+        ValueError: a field is out of range; the message names the field and the range.
 
     >>> SamplerConfig(temperature=0.0).is_greedy
     True
@@ -86,14 +103,37 @@ class SamplerConfig:
             "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
         ):
             validation.integer(name, getattr(self, name))
-        check("temperature", self.temperature >= 0.0, "be >= 0 (0 is greedy)")
+        temperature = self.temperature
+        check(
+            "temperature",
+            temperature == 0.0 or SMALLEST_TEMPERATURE <= temperature <= FLOAT32_MAX,
+            f"be 0 (greedy) or lie in [{SMALLEST_TEMPERATURE!r}, {FLOAT32_MAX!r}] "
+            "(float32's normal range: a smaller one rounds towards 0)",
+        )
         check("top_k", self.top_k >= 0, "be >= 0 (0 is off)")
         check("top_p", 0.0 < self.top_p <= 1.0, "lie in (0, 1]")
         check("min_p", 0.0 <= self.min_p <= 1.0, "lie in [0, 1]")
-        check("repetition_penalty", self.repetition_penalty > 0.0, "be > 0 (1 is off)")
+        check(
+            "repetition_penalty",
+            1.0 / REPETITION_PENALTY_LIMIT <= self.repetition_penalty <= REPETITION_PENALTY_LIMIT,
+            f"lie in [2**-32, 2**32] = [{1.0 / REPETITION_PENALTY_LIMIT!r}, "
+            f"{REPETITION_PENALTY_LIMIT!r}] (1 is off) so that penalised logits stay finite",
+        )
+        for name in ("frequency_penalty", "presence_penalty"):
+            check(
+                name, abs(getattr(self, name)) <= ADJUSTMENT_LIMIT,
+                f"lie in [-2**64, 2**64] = [{-ADJUSTMENT_LIMIT!r}, {ADJUSTMENT_LIMIT!r}] "
+                "(0 is off) so that penalised logits stay finite",
+            )
         check("repetition_context_size", self.repetition_context_size >= 1, "be >= 1")
-        check("dry_multiplier", self.dry_multiplier >= 0.0, "be >= 0 (0 is off)")
-        check("dry_base", self.dry_base >= 1.0, "be >= 1")
+        check(
+            "dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX,
+            f"lie in [0, {FLOAT32_MAX!r}] (0 is off; float32's finite range)",
+        )
+        check(
+            "dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX,
+            f"lie in [1, {FLOAT32_MAX!r}] (float32's finite range)",
+        )
         check("dry_allowed_length", self.dry_allowed_length >= 1, "be >= 1")
         check("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "be >= -1 (-1: whole history)")
         check("xtc_probability", 0.0 <= self.xtc_probability <= 1.0, "lie in [0, 1]")
@@ -105,7 +145,10 @@ class SamplerConfig:
             )
         for breaker in self.dry_sequence_breakers:
             breaker_id = validation.integer("dry_sequence_breakers", breaker)
-            check("dry_sequence_breakers", breaker_id >= 0, "hold non-negative token ids")
+            check(
+                "dry_sequence_breakers", 0 <= breaker_id <= MAX_TOKEN_ID,
+                f"hold token ids in [0, 2**31 - 1] (int32), found {breaker_id}",
+            )
         if not isinstance(self.logit_bias, Mapping):
             raise TypeError(
                 f"logit_bias must be a mapping of token id to bias, got "
@@ -114,9 +157,17 @@ class SamplerConfig:
         bias = {}
         for token, value in self.logit_bias.items():
             token = validation.integer("logit_bias key", token)
-            if token < 0:
-                raise ValueError(f"logit_bias keys must be non-negative token ids, got {token}")
+            if not 0 <= token <= MAX_TOKEN_ID:
+                raise ValueError(
+                    f"logit_bias keys must be token ids in [0, 2**31 - 1] (int32), got {token}"
+                )
             bias[token] = validation.real(f"logit_bias[{token}]", value)
+            if abs(bias[token]) > ADJUSTMENT_LIMIT:
+                raise ValueError(
+                    f"logit_bias[{token}] must lie in [-2**64, 2**64] = "
+                    f"[{-ADJUSTMENT_LIMIT!r}, {ADJUSTMENT_LIMIT!r}] so that biased logits "
+                    f"stay finite, got {value!r}"
+                )
         object.__setattr__(self, "logit_bias", bias)
 
     def __hash__(self) -> int:
@@ -289,8 +340,10 @@ def effective_token_distribution(
     [1.0, 0.0, 0.0, 0.0]
     """
     logits = validation.require_array("logits", logits)
-    if logits.ndim not in (1, 2) or logits.shape[-1] < 1:
-        raise ValueError(f"logits must be [V] or [R, V] with V >= 1, got {tuple(logits.shape)}")
+    if logits.ndim not in (1, 2) or logits.shape[-1] < 1 or logits.shape[0] < 1:
+        raise ValueError(
+            f"logits must be [V] or [R, V] with R, V >= 1, got {tuple(logits.shape)}"
+        )
     if not mx.issubdtype(logits.dtype, mx.floating):
         raise TypeError(f"logits must be a floating array, got {logits.dtype}")
     if not isinstance(config, SamplerConfig):

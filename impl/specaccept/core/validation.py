@@ -33,13 +33,23 @@ def require_probabilities(name: str, value: object, *, ndims: tuple[int, ...]) -
         allowed = " or ".join(f"{n}-d" for n in ndims)
         raise ValueError(f"{name} must be {allowed}, got shape {tuple(array.shape)}")
     if array.dtype != mx.float32:
-        raise TypeError(
-            f"{name} must be float32, got {array.dtype}: half-precision probabilities "
-            "underflow below ~6e-8, turning small ratios into certain accepts or rejects"
-        )
+        raise TypeError(f"{name} must be float32, got {array.dtype}: {_why_float32(array.dtype)}")
     if array.shape[-1] < 1:
         raise ValueError(f"{name} must have a non-empty vocabulary axis, got {tuple(array.shape)}")
+    if array.ndim == 2 and array.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one row, got shape {tuple(array.shape)}")
     return array
+
+
+def _why_float32(dtype: mx.Dtype) -> str:
+    if dtype in (mx.float16, mx.bfloat16):
+        return (
+            "half-precision probabilities underflow below ~6e-8, turning small ratios into "
+            "certain accepts or rejects"
+        )
+    if mx.issubdtype(dtype, mx.floating):
+        return "every rule is specified in float32; convert with .astype(mx.float32)"
+    return "probabilities are real weights, not integers or booleans"
 
 
 def require_same_shape(name_a: str, a: mx.array, name_b: str, b: mx.array) -> None:
