@@ -25,6 +25,7 @@ from synthetic_models import (
     LogitsFn,
     SyntheticLM,
     collect,
+    constant_logits,
     cycle_logits,
     nan_after,
     never_agree,
@@ -208,3 +209,52 @@ def test_a_fully_masked_logits_row_is_refused(temperature: float) -> None:
     )
     with pytest.raises(ValueError, match="output position 2"):
         collect(generator.generate(PROMPT, 8))
+
+
+def _wider_than_declared() -> SyntheticLM:
+    model = SyntheticLM(VOCAB + 2, cycle_logits(VOCAB + 2))
+    model.args.vocab_size = VOCAB  # the config declares fewer tokens than the output layer has
+    return model
+
+
+def test_logits_wider_than_the_declared_vocabulary_are_named_as_such() -> None:
+    pattern = rf"logits over {VOCAB + 2} tokens, but it declares a vocabulary of {VOCAB}"
+    generator = SpeculativeGenerator(
+        _wider_than_declared(), SyntheticLM(VOCAB, cycle_logits(VOCAB)), GREEDY
+    )
+    with pytest.raises(ValueError, match="the target produced " + pattern):
+        collect(generator.generate(PROMPT, 8))
+    generator = SpeculativeGenerator(
+        SyntheticLM(VOCAB, cycle_logits(VOCAB)), _wider_than_declared(), GREEDY
+    )
+    with pytest.raises(ValueError, match="the drafter produced " + pattern):
+        collect(generator.generate(PROMPT, 8))
+    with pytest.raises(ValueError, match="the target produced " + pattern):
+        list(target_only_generate(_wider_than_declared(), PROMPT, GREEDY, 8))
+
+
+# Logits beyond the sampler's envelope (|logit| <= 2**64): -3e38 everywhere is finite, but the
+# repetition penalty multiplies every seen negative logit by 2 and overflows all of them to
+# -inf, so the row keeps no finite mass. Only the shell's flag, read at the round's one
+# synchronisation, can see that; it stops the run at the first position.
+OVERFLOWING = SamplerConfig(temperature=1.0, repetition_penalty=2.0)
+
+
+def test_a_sampler_row_with_no_finite_mass_stops_the_run_naming_position_and_cause() -> None:
+    every_token = list(range(VOCAB))
+    target = SyntheticLM(VOCAB, constant_logits([-3e38] * VOCAB))
+    generator = SpeculativeGenerator(
+        target, SyntheticLM(VOCAB, cycle_logits(VOCAB)), OVERFLOWING, num_draft_tokens=2
+    )
+    pattern = r"the target's sampler left no finite probability mass at output position 0: "
+    with pytest.raises(NonFiniteLogitsError, match=pattern + ".*overflowed float32"):
+        collect(generator.generate(every_token, 8))
+    with pytest.raises(NonFiniteLogitsError, match=pattern):
+        list(target_only_generate(target, every_token, OVERFLOWING, 8))
+    drafter = SyntheticLM(VOCAB, constant_logits([-3e38] * VOCAB))
+    generator = SpeculativeGenerator(
+        SyntheticLM(VOCAB, cycle_logits(VOCAB)), drafter, SamplerConfig(temperature=1.0),
+        draft_config=OVERFLOWING, num_draft_tokens=2,
+    )
+    with pytest.raises(NonFiniteLogitsError, match="the drafter's sampler left no finite"):
+        collect(generator.generate(every_token, 8))

@@ -253,17 +253,35 @@ def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None
         mx.eval([c.state for c in cache])
 
 
-_VALID, _NOT_FINITE, _ALL_MASKED = 0, 1, 2
+_VALID, _NOT_FINITE, _ALL_MASKED, _NO_MASS = 0, 1, 2, 3
 
 
-def _invalid_logits(logits: mx.array) -> mx.array:
-    """Per row, a code: NaN or +inf anywhere, or -inf everywhere (no token left to draw).
+def _invalid_rows(logits: mx.array, probs: mx.array) -> mx.array:
+    """Per row, a code: NaN or +inf logits, -inf everywhere, or a sampler law with no mass.
 
     A single -inf is a legitimate mask; a row masked everywhere has no distribution.
+    `probs` is the row's effective distribution: with valid logits and a valid
+    config it is always finite with a positive sum (the float32 envelope of
+    `SamplerConfig`), so a row failing that check names the arithmetic, not the
+    model. The codes ride along the round's one synchronisation.
     """
     not_finite = (mx.isnan(logits) | (logits == float("inf"))).any(axis=-1)
     all_masked = (logits == float("-inf")).all(axis=-1)
-    return mx.where(not_finite, _NOT_FINITE, mx.where(all_masked, _ALL_MASKED, _VALID))
+    no_mass = ~(mx.isfinite(probs).all(axis=-1) & (probs.sum(axis=-1) > 0))
+    return mx.where(
+        not_finite, _NOT_FINITE,
+        mx.where(all_masked, _ALL_MASKED, mx.where(no_mass, _NO_MASS, _VALID)),
+    )
+
+
+def _check_width(logits: mx.array, vocab_size: int, what: str) -> None:
+    """Refuse logits wider or narrower than the vocabulary the model declares (a shape: free)."""
+    if logits.shape[-1] != vocab_size:
+        raise ValueError(
+            f"{what} produced logits over {logits.shape[-1]} tokens, but it declares a "
+            f"vocabulary of {vocab_size} (config vocab_size): its output layer and its "
+            "declared vocabulary disagree"
+        )
 
 
 def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
@@ -278,6 +296,12 @@ def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
             raise NonFiniteLogitsError(
                 f"{what} produced logits that are -inf for every token at output position "
                 f"{position}: there is no token to draw"
+            )
+        if code == _NO_MASS:
+            raise NonFiniteLogitsError(
+                f"{what}'s sampler left no finite probability mass at output position "
+                f"{position}: its finite logits overflowed float32 in the sampler's "
+                f"arithmetic (logits of magnitude above 2**64 void the sampler's guarantee)"
             )
 
 
@@ -482,12 +506,13 @@ class SpeculativeGenerator:
         seed: int,
     ) -> list[int]:
         logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
+        _check_width(logits, self.vocab_size, "the target")
         probs = effective_token_distribution(logits, self.target_config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
         stats.rounds += 1
         observed = [probs[None]] if self.round_observer is not None else []
         token_value, invalid, *rows = self._sync(
-            stats, token, _invalid_logits(logits[None]), *observed
+            stats, token, _invalid_rows(logits[None], probs[None]), *observed
         )
         if rows:
             uniforms = [[position_uniform(seed, position, ACCEPT),
@@ -515,10 +540,11 @@ class SpeculativeGenerator:
         draft_history = history
         drafts: list[mx.array] = []
         draft_probs: list[mx.array] = []
-        draft_logits: list[mx.array] = []
+        draft_invalid: list[mx.array] = []
         step_input = mx.array([*backfill, current])
         for j in range(k):
             logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
+            _check_width(logits, self.vocab_size, "the drafter")
             token, q = sample_token_with_distribution(
                 logits, self.draft_config, draft_history,
                 position_uniform(seed, position + j, DRAFT),
@@ -526,7 +552,7 @@ class SpeculativeGenerator:
             # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
             mx.async_eval(token)  # type: ignore[no-untyped-call]
             drafts.append(token)
-            draft_logits.append(logits)
+            draft_invalid.append(_invalid_rows(logits[None], q[None]))
             if keep_q:
                 draft_probs.append(q)
             step_input = token.reshape(1)
@@ -535,6 +561,7 @@ class SpeculativeGenerator:
         draft_tokens = mx.stack(drafts)
         target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
         target_logits = self.target(target_input[None], cache=target_cache)[0]
+        _check_width(target_logits, self.vocab_size, "the target")
         target_probs = self._target_rows(target_logits, history, drafts)
         proposal = mx.stack(draft_probs) if keep_q else None
         uniforms = mx.array(
@@ -550,7 +577,7 @@ class SpeculativeGenerator:
             draft_tokens, uniforms,
         )
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
-                   _invalid_logits(target_logits), _invalid_logits(mx.stack(draft_logits))]
+                   _invalid_rows(target_logits, target_probs), mx.concatenate(draft_invalid)]
         if self.diagnostics:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
@@ -600,16 +627,18 @@ def target_only_generate(
     if not isinstance(config, SamplerConfig):
         raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
     _check_run_arguments(max_tokens, seed, prefill_step_size)
-    tokens = _check_prompt(prompt, vocab_size_of(target))
+    vocab_size = vocab_size_of(target)
+    tokens = _check_prompt(prompt, vocab_size)
     cache = _make_cache(target, "target")
     _prefill(target, cache, tokens, prefill_step_size)
     history = mx.array(tokens, dtype=mx.int32)
 
     def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
         logits = target(history[-1:][None], cache=cache)[0, -1]
+        _check_width(logits, vocab_size, "the target")
         probs = effective_token_distribution(logits, config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        return token, _invalid_logits(logits[None])
+        return token, _invalid_rows(logits[None], probs[None])
 
     if max_tokens == 0:
         return
