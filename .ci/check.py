@@ -39,6 +39,8 @@ def main() -> None:
     if (ROOT / "docs" / "conf.py").exists():
         step("sphinx html", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html",
              "docs", "docs/_build/html")
+        # The built site loads nothing from outside docs/_build/html and shows no raw TeX.
+        step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
              "doctest", "docs", "docs/_build/doctest")
     print("\nall checks passed")

@@ -23,12 +23,18 @@ extensions = [
     "sphinx.ext.doctest",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
+    "sphinx_copybutton",
+    # Copies MathJax 3 (from the PyPI package) into _static/mathjax, so formulas typeset
+    # with no network; `mathjax_path` below points at that copy.
+    "sphinx-mathjax-offline",
     # Local: every spec/ and proofs/ page has a stub here (stub_check), and the
     # acceptance-ceiling table is computed from the code at build time (ceiling_table).
     "stub_check",
     "ceiling_table",
     # Local: autodoc fixes for api.md (dataclass <factory> defaults).
     "api_support",
+    # Local: MathJax on every page (titles with math sit in every sidebar).
+    "math_everywhere",
 ]
 
 source_suffix = {".md": "markdown"}
@@ -42,10 +48,21 @@ exclude_patterns = [
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 
-html_theme = "alabaster"
+# Furo rather than the PyData theme: one column of reading with a sidebar that wraps long
+# API names, Previous/Next links under every page (the proofs are a sequence of lemmas),
+# wide tables scrolling inside their own box, a phone layout, and no Bootstrap or web fonts
+# to fetch. It is maintained (yearly releases) and used by pip, attrs and urllib3.
+html_theme = "furo"
 html_static_path = ["_static"]
+html_css_files = ["site.css"]
 html_title = "specaccept"
-html_theme_options = {"description": "speculative-decoding acceptance, stated exactly"}
+
+# The vendored MathJax (sphinx-mathjax-offline), never a CDN: the site must read offline.
+mathjax_path = "mathjax/tex-chtml.js"
+
+# Copy the code, not the prompts or the outputs, from doctest blocks and shell sessions.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
 
 # Google-style docstrings only; types live in the annotations.
 napoleon_google_docstring = True

@@ -1,0 +1,127 @@
+"""The site check of .ci/check_site.py fails on what it exists to catch.
+
+Each test plants one defect in a small site that otherwise passes: a resource from a CDN,
+raw TeX in a paragraph, math with no MathJax to typeset it. The real site is checked by
+CI right after its html build.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+CHECKER = Path(__file__).resolve().parent.parent / ".ci" / "check_site.py"
+
+
+def load_checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_site", CHECKER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_site = load_checker()
+
+HEAD = """<link rel="stylesheet" href="_static/site.css">
+<script defer src="_static/mathjax/tex-chtml.js"></script>"""
+BODY = """<p>Rejection sampling emits <span class="math notranslate">\\(p\\)</span> exactly.</p>
+<div class="math">\\[\\sum_x \\min(p, q)\\]</div>
+<pre>In code a \\( is only a character, and so is $$.</pre>
+<p>See <code>re.compile(r"\\(")</code> and
+<a href="https://arxiv.org/abs/2211.17192">the paper</a>.</p>
+<img src="_static/plot.png" alt="a plot">"""
+
+
+def write_site(root: Path, head: str = HEAD, body: str = BODY, css: str = "") -> Path:
+    (root / "_static" / "mathjax").mkdir(parents=True)
+    (root / "_static" / "mathjax" / "tex-chtml.js").write_text("// MathJax\n")
+    (root / "_static" / "plot.png").write_bytes(b"\x89PNG")
+    (root / "_static" / "font.woff2").write_bytes(b"wOF2")
+    (root / "_static" / "site.css").write_text(
+        "/* url(https://ignored.example/in-a-comment.css) */\n"
+        "@font-face { src: url('font.woff2'); }\n"
+        ".icon { background: url(\"data:image/svg+xml;utf8,<svg></svg>\"); }\n" + css
+    )
+    (root / "index.html").write_text(
+        f"<!doctype html><html><head><title>A page</title>{head}</head>"
+        f"<body>{body}</body></html>"
+    )
+    return root
+
+
+def test_a_clean_site_passes(tmp_path: Path) -> None:
+    assert check_site.site_problems(write_site(tmp_path)) == []
+    assert check_site.main([str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>',
+        '<script src="//cdn.example.org/x.js"></script>',
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Lato">',
+        '<script src="/usr/share/javascript/mathjax/tex-chtml.js"></script>',
+        '<script src="../outside.js"></script>',
+        '<script src="_static/never-written.js"></script>',
+        '<iframe src="https://www.youtube.com/embed/x"></iframe>',
+        '<img srcset="_static/plot.png 1x, https://example.org/plot@2x.png 2x">',
+        "<style>@import url(https://example.org/theme.css);</style>",
+        '<div style="background: url(https://example.org/bg.png)"></div>',
+    ],
+)
+def test_a_resource_from_outside_fails(tmp_path: Path, planted: str) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, head=HEAD + planted))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("index.html: ")
+
+
+@pytest.mark.parametrize(
+    "css", ['@import "https://example.org/theme.css";', "body { background: url(/bg.png) }"]
+)
+def test_a_stylesheet_loading_from_outside_fails(tmp_path: Path, css: str) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, css=css))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("_static/site.css: ")
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "<p>the target's law \\(p(t) &gt; 0\\) holds</p>",
+        "<p>a display \\[r(x) = \\frac{a}{b}\\] left raw</p>",
+        "<p>dollars $$x$$ that dollarmath never saw</p>",
+        "<li><em>an emphasised \\(q\\)</em></li>",
+    ],
+)
+def test_raw_tex_in_visible_text_fails(tmp_path: Path, planted: str) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, body=BODY + planted))
+    assert len(problems) == 1, problems
+    assert "raw TeX delimiter" in problems[0]
+
+
+def test_raw_tex_in_the_title_fails(tmp_path: Path) -> None:
+    site = write_site(tmp_path)
+    page = site / "index.html"
+    page.write_text(page.read_text().replace("A page", "exactly \\(p\\)"))
+    assert len(check_site.site_problems(site)) == 1
+
+
+def test_math_without_mathjax_fails(tmp_path: Path) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, head=""))
+    assert problems == ["index.html: has math but loads no MathJax from the build directory"]
+
+
+def test_the_command_exits_nonzero_and_names_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cdn = '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>'
+    assert check_site.main([str(write_site(tmp_path, head=HEAD + cdn))]) == 1
+    assert "cdn.jsdelivr.net" in capsys.readouterr().out
+
+
+def test_an_empty_build_directory_is_an_error(tmp_path: Path) -> None:
+    assert check_site.main([str(tmp_path)]) == 2
