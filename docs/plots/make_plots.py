@@ -5,14 +5,22 @@ Run from the repository root:
 
     python docs/plots/make_plots.py
 
-1. ``acceptance_vs_temperature.png``: per-position acceptance of each rule against
-   temperature on the demo pair, measured and closed form, read from
-   ``docs/results/table.json`` (written by ``specaccept table --json``). While that
-   file is still the placeholder, the plot is skipped with a message and a
-   placeholder image that says so is written instead, so the site still builds.
-2. ``tokens_and_speedup.png``: expected tokens per round and expected speedup against
-   the per-position acceptance alpha, for k = 1..8, from
-   `specaccept.expected_tokens_per_round` and `specaccept.expected_speedup`.
+Each figure answers one question, at a size whose labels stay readable at the site's
+column width (about 740 px on a desktop):
+
+1. ``acceptance_vs_temperature.png``: does each rule accept what its closed form says, at
+   every temperature? Per-position acceptance of each rule on the demo pair, measured
+   and closed form, read from ``docs/results/table.json`` (written by
+   ``specaccept table --json``). While that file is still the placeholder, the plot is
+   skipped with a message and a placeholder image that says so is written instead, so
+   the site still builds.
+2. ``tokens_per_round.png``: how many tokens does a round emit? Expected tokens per
+   round against the per-position acceptance alpha, for k = 1..8, from
+   `specaccept.expected_tokens_per_round`.
+3. ``speedup_vs_acceptance.png``: when does speculation pay once drafting costs
+   something? Expected speedup over target-only decoding against alpha at a drafter
+   cost of 0.1 target forwards per token, for k = 1..8, from `specaccept.expected_speedup`.
+   (At drafter cost 0 the speedup equals the tokens per round: no figure of its own.)
 
 Each image carries the command that made it in its footer. The Agg backend is used
 directly (no pyplot, no display), and the PNG metadata omits the matplotlib
@@ -28,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -45,13 +53,17 @@ TABLE_FIELDS = (
     "positions_tested", "rounds", "generated",
 )
 DRAFTS = range(1, 9)
-DRAFT_COSTS = (0.0, 0.1)
+DRAFT_COST = 0.1
+# Drawn at 6.4 x 4.4 inches and shown at the column's width (about 740 px), 12-point text
+# (main sets the sizes) reads at about 15 px; saved at 150 dpi, the images stay sharp on
+# dense screens.
+FIGURE_SIZE = (6.4, 4.4)
 
 
 def _footer(figure: Figure, source: str) -> None:
     figure.text(
         0.5, 0.01, f"made by: {COMMAND}   |   data: {source}",
-        ha="center", va="bottom", fontsize=8, color="0.35",
+        ha="center", va="bottom", fontsize=8.5, color="0.35",
     )
 
 
@@ -59,7 +71,7 @@ def _save(figure: Figure, name: str) -> Path:
     FigureCanvasAgg(figure)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / name
-    figure.savefig(path, dpi=120, metadata={"Software": None})
+    figure.savefig(path, dpi=150, metadata={"Software": None})
     print(f"wrote {path.relative_to(ROOT)}")
     return path
 
@@ -96,10 +108,10 @@ def _series(
 
 
 def plot_acceptance(rows: Sequence[dict[str, Any]] | None, source: str) -> Path:
-    """Plot (a); a placeholder image when `rows` is None."""
-    figure = Figure(figsize=(7.5, 4.8))
+    """Figure 1; a placeholder image when `rows` is None."""
+    figure = Figure(figsize=FIGURE_SIZE)
     axes: Axes = figure.add_subplot()
-    title = "Per-position acceptance vs temperature, demo pair"
+    title = "Acceptance per position, demo pair"
     if rows is None:
         print(
             f"skipping the acceptance plot: {source} is the 'not yet measured' placeholder; "
@@ -127,48 +139,63 @@ def plot_acceptance(rows: Sequence[dict[str, Any]] | None, source: str) -> Path:
             axes.plot(
                 temps, predicted, "--", color=color, label=f"{requested}: closed form {form_label}"
             )
-        axes.set_xlabel("temperature (0: both requests run greedy-argmax)")
+        axes.set_xlabel("temperature (at 0 both rules run greedy-argmax)")
         axes.set_ylabel("per-position acceptance")
         axes.set_ylim(0.0, 1.02)
         axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc="lower left")
+        axes.legend(loc="lower left")
     axes.set_title(title)
-    figure.subplots_adjust(bottom=0.17)
+    figure.subplots_adjust(left=0.12, right=0.95, top=0.91, bottom=0.2)
     _footer(figure, source)
     return _save(figure, "acceptance_vs_temperature.png")
 
 
-def plot_tokens_and_speedup() -> Path:
-    """Plot (b): the closed forms of lemma 8, for k = 1..8."""
-    alphas = [i / 100 for i in range(101)]
-    figure = Figure(figsize=(12, 4.8))
-    palette = colormaps["viridis"]
-    panels: list[Axes] = [figure.add_subplot(1, 1 + len(DRAFT_COSTS), i + 1)
-                          for i in range(1 + len(DRAFT_COSTS))]
+def _alphas() -> list[float]:
+    return [i / 100 for i in range(101)]
+
+
+def _draft_color(k: int) -> Any:
+    return colormaps["viridis"](0.9 * (k - 1) / (len(DRAFTS) - 1))
+
+
+def plot_tokens_per_round() -> Path:
+    """Figure 2: expected tokens per round against alpha (lemma 8), for k = 1..8."""
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes: Axes = figure.add_subplot()
     for k in DRAFTS:
-        color = palette(0.9 * (k - 1) / (len(DRAFTS) - 1))
-        panels[0].plot(alphas, [expected_tokens_per_round([a] * k) for a in alphas],
-                       color=color, label=f"k = {k}")
-        for panel, c in zip(panels[1:], DRAFT_COSTS, strict=True):
-            panel.plot(alphas, [expected_speedup(a, k, c) for a in alphas], color=color)
-    panels[0].set_title("tokens per round")
-    panels[0].set_ylabel("tokens per round")
-    panels[0].legend(fontsize=8, loc="upper left")
-    for panel, c in zip(panels[1:], DRAFT_COSTS, strict=True):
-        note = " (= tokens per round)" if c == 0 else ""
-        panel.set_title(f"speedup, c = {c:g}{note}")
-        panel.axhline(1.0, color="0.5", lw=0.8)
-        panel.set_ylabel("speedup over target-only")
-    for panel in panels:
-        panel.set_xlabel("per-position acceptance alpha")
-        panel.grid(alpha=0.3)
-    figure.suptitle(
-        "Lemma 8: expected tokens per round and speedup vs alpha, k = 1..8 "
-        "(c: drafter cost per token; verify cost = one target forward)", fontsize=11,
-    )
-    figure.subplots_adjust(bottom=0.2, top=0.84, wspace=0.3)
-    _footer(figure, "specaccept.expected_tokens_per_round, specaccept.expected_speedup")
-    return _save(figure, "tokens_and_speedup.png")
+        axes.plot(_alphas(), [expected_tokens_per_round([a] * k) for a in _alphas()],
+                  color=_draft_color(k), label=f"k = {k}")
+    axes.set_title("Expected tokens per round (lemma 8)")
+    axes.set_xlabel(r"per-position acceptance $\alpha$")
+    axes.set_ylabel("tokens per round")
+    axes.set_xlim(0.0, 1.0)
+    axes.grid(alpha=0.3)
+    axes.legend(title="drafts per round", loc="upper left", ncols=2)
+    figure.subplots_adjust(left=0.12, right=0.95, top=0.91, bottom=0.2)
+    _footer(figure, "specaccept.expected_tokens_per_round")
+    return _save(figure, "tokens_per_round.png")
+
+
+def plot_speedup() -> Path:
+    """Figure 3: expected speedup against alpha at drafter cost DRAFT_COST, for k = 1..8."""
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes: Axes = figure.add_subplot()
+    for k in DRAFTS:
+        axes.plot(_alphas(), [expected_speedup(a, k, DRAFT_COST) for a in _alphas()],
+                  color=_draft_color(k), label=f"k = {k}")
+    axes.axhline(1.0, color="0.3", lw=1.0)
+    axes.axhspan(0.0, 1.0, color="0.9", zorder=0)
+    axes.text(0.98, 0.6, "slower than target-only", ha="right", va="center", color="0.3")
+    axes.set_title(f"Expected speedup, drafter cost c = {DRAFT_COST:g} (lemma 8)")
+    axes.set_xlabel(r"per-position acceptance $\alpha$")
+    axes.set_ylabel(r"speedup over target-only ($\times$)")
+    axes.set_xlim(0.0, 1.0)
+    axes.set_ylim(0.5, 5.2)
+    axes.grid(alpha=0.3)
+    axes.legend(title="drafts per round", loc="upper left", ncols=2)
+    figure.subplots_adjust(left=0.12, right=0.95, top=0.91, bottom=0.2)
+    _footer(figure, "specaccept.expected_speedup")
+    return _save(figure, "speedup_vs_acceptance.png")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,8 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = str(table.relative_to(ROOT))
     except ValueError:
         source = str(table)
-    plot_acceptance(load_table(table), source)
-    plot_tokens_and_speedup()
+    with rc_context({"font.size": 12, "axes.titlesize": 13, "legend.fontsize": 10.5}):
+        plot_acceptance(load_table(table), source)
+        plot_tokens_per_round()
+        plot_speedup()
     return 0
 
 
