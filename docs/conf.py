@@ -31,6 +31,8 @@ extensions = [
     # acceptance-ceiling table is computed from the code at build time (ceiling_table).
     "stub_check",
     "ceiling_table",
+    # Local: the float32 draw's error budget, computed at build time (float_budget_table).
+    "float_budget_table",
     # Local: autodoc fixes for api.md (dataclass <factory> defaults).
     "api_support",
     # Local: MathJax on every page (titles with math sit in every sidebar).

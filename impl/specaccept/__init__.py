@@ -19,6 +19,7 @@ from specaccept.core.acceptance import (
     verify_block,
     verify_draft_token,
 )
+from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
 from specaccept.core.rewind import RewindPlan, rewind_trim
 from specaccept.core.sampling import (
     SampledToken,
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "STOCHASTIC_ACCEPT_ENV",
+    "UNIFORM_GRID_SIZE",
     "AcceptanceRule",
     "BlockVerdict",
     "CacheInvariantError",
@@ -72,6 +74,7 @@ __all__ = [
     "effective_token_distribution",
     "expected_speedup",
     "expected_tokens_per_round",
+    "grid_draw_counts",
     "load_model",
     "load_pair",
     "residual_distribution",
