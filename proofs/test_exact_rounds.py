@@ -21,7 +21,9 @@ functions must catch.
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import types
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -942,12 +944,59 @@ PROMPT3: Tokens = (0, 2)
 N3 = 3
 
 
+class _RecordingCache:
+    """A trimmable cache that records the trims it is asked for (mlx-lm's cache protocol)."""
+
+    def __init__(self) -> None:
+        self.trims: list[int] = []
+
+    def is_trimmable(self) -> bool:
+        return True
+
+    def trim(self, num_tokens: int) -> int:
+        self.trims.append(num_tokens)
+        return num_tokens
+
+
+def mlx_lm_rewind_cache(num_draft: int, num_accepted: int) -> tuple[int, int]:
+    """(target trim, draft trim) as mlx-lm's own ``_rewind_cache`` performs them.
+
+    ``_rewind_cache`` is a closure inside ``mlx_lm.generate.speculative_generate_step``
+    over its two caches. Its code object is taken from the installed mlx-lm and run with
+    recording caches in place of the closed-over ones, so this is mlx-lm's code, not a
+    retyped formula, and an mlx-lm release that changes it changes the answer."""
+    # `mlx_lm.generate` the attribute is the function `generate`; the module is in sys.modules.
+    mlx_lm_generate = importlib.import_module("mlx_lm.generate")
+    outer = mlx_lm_generate.speculative_generate_step.__code__
+    (code,) = [c for c in outer.co_consts
+               if isinstance(c, types.CodeType) and c.co_name == "_rewind_cache"]
+    caches = {"model_cache": [_RecordingCache()], "draft_cache": [_RecordingCache()]}
+    closure = tuple(types.CellType(caches[name]) for name in code.co_freevars)
+    rewind = types.FunctionType(code, mlx_lm_generate.__dict__, "_rewind_cache", None, closure)
+    rewind(num_draft, num_accepted)
+    (target_trim,), (draft_trim,) = caches["model_cache"][0].trims, caches["draft_cache"][0].trims
+    return target_trim, draft_trim
+
+
 def test_rewind_trim_is_the_mlx_lm_rewind() -> None:
-    """rewind_trim(n, a) is mlx-lm's _rewind_cache: target n - a, draft max(n - a - 1, 0),
-    and the last draft fed again after an all-accepted round."""
+    """rewind_trim(n, a) trims what mlx-lm's own _rewind_cache trims, called here, for
+    every n <= 8 and a <= n, and backfills exactly on an all-accepted round (mlx-lm's
+    inline ``if n == num_draft`` feed of the last draft, which is not a function to call;
+    tests/test_generator_caches.py checks the generator's backfill)."""
     for n in range(1, 9):
         for a in range(n + 1):
-            assert rewind_trim(n, a) == RewindPlan(n - a, max(n - a - 1, 0), a == n)
+            plan = rewind_trim(n, a)
+            assert (plan.target_trim, plan.draft_trim) == mlx_lm_rewind_cache(n, a)
+            assert plan.draft_backfill == (a == n)
+
+
+def test_the_mlx_lm_rewind_check_catches_a_wrong_trim() -> None:
+    """The comparison has power: the mlxcel rewind disagrees with mlx-lm's at some (n, a)."""
+    assert any(
+        (mlxcel_rewind(n, a).target_trim, mlxcel_rewind(n, a).draft_trim)
+        != mlx_lm_rewind_cache(n, a)
+        for n in range(1, 9) for a in range(n + 1)
+    )
 
 
 @pytest.mark.parametrize("rule", [STOCHASTIC, SAMPLER_MATCH], ids=lambda r: r.name)
@@ -1024,6 +1073,84 @@ def test_verifying_against_a_reconstructed_q_is_caught() -> None:
         assert not is_lossless(law, TARGET3, PROMPT3, 2 * (N3 + 1))
 
 
+HALF = dist(8, 8)
+AHEAD_FIRST_Q = dist(8, 8)
+AHEAD_NEXT_Q = {0: dist(8, 8), 1: dist(4, 12)}
+"""The counterexample of rewind.md: the drafter's next q depends on the discarded draft."""
+
+
+def redraft_on_a_cache_ahead_law() -> dict[int, Fraction]:
+    """The exact law of the token emitted at position L+1 when the drafter's cache still
+    holds the draft D it drew there in the previous round (a cache running ahead), and
+    position-keyed uniforms make the redraft read the same uniform v that drew D.
+
+    D = draw(q1, v); the drafter, conditioned on D, proposes q' = AHEAD_NEXT_Q[D] and
+    draws d' = draw(q', v) with the same v; the library's rejection sampling then
+    verifies d' against (p, q'), with its own u_a and u_s. v is integrated exactly at the
+    breakpoints of every draw that reads it."""
+    breaks = cut_points(AHEAD_FIRST_Q) + [b for q in AHEAD_NEXT_Q.values() for b in cut_points(q)]
+    law: defaultdict[int, Fraction] = defaultdict(Fraction)
+    for lo, hi in pieces(breaks):
+        v = inside(lo, hi)
+        discarded = _one(sample_from_distribution(as_float32([AHEAD_FIRST_Q])[0], v))
+        q_next = AHEAD_NEXT_Q[discarded]
+        redraft = _one(sample_from_distribution(as_float32([q_next])[0], v))
+        for (_, token), w in STOCHASTIC.verdicts(HALF, q_next, redraft).items():
+            law[token] += (hi - lo) * w
+    return dict(law)
+
+
+def test_a_drafter_cache_ahead_under_position_keyed_uniforms_is_biased() -> None:
+    """Lemma 7 / hypothesis H3: p = (1/2, 1/2) everywhere, and a drafter whose cache runs
+    ahead (holds the discarded draft D). Under position-keyed uniforms the redraft reads
+    D's uniform again, so d' = D and q' is a function of it; the emitted token has
+    P(Y = 0) = 2/3, not 1/2. With a fresh uniform for the redraft the same drafter is
+    exact, which is what H3 allows."""
+    law = redraft_on_a_cache_ahead_law()
+    assert law == {0: Fraction(2, 3), 1: Fraction(1, 3)}
+    assert law != dict(enumerate(HALF))
+    fresh: defaultdict[int, Fraction] = defaultdict(Fraction)
+    for discarded, w_discarded in draws(AHEAD_FIRST_Q).items():
+        q_next = AHEAD_NEXT_Q[discarded]
+        for outcome, w in position_law(STOCHASTIC, HALF, q_next).items():
+            fresh[outcome[1]] += w_discarded * w
+    assert dict(fresh) == dict(enumerate(HALF))
+
+
+def cache_ahead_rewind(num_draft: int, num_accepted: int) -> RewindPlan:
+    """A wrong rewind that trims the draft cache one entry short: after a round with
+    a <= n - 2 it still holds the rejected draft d_a, ahead of the emitted prefix."""
+    plan = rewind_trim(num_draft, num_accepted)
+    return RewindPlan(plan.target_trim, max(plan.draft_trim - 1, 0), plan.draft_backfill)
+
+
+def test_a_drafter_cache_ahead_with_fresh_uniforms_stays_lossless() -> None:
+    """Lemma 7 / H3, the other side: with a fresh uniform for every draw (this module's
+    rounds), a draft cache that runs ahead, holding a discarded draft, still gives the
+    target's exact law: the drafter's state depends on the discarded draft, but that
+    draft's randomness is never read again. The cache is really ahead on some path."""
+    for rule in (STOCHASTIC, SAMPLER_MATCH):
+        states = run_rounds(rule, TARGET3, mixed_drafter3, PROMPT3, N3, 2, cache_ahead_rewind)
+        assert_lossless(stream_law(states, PROMPT3), TARGET3, PROMPT3, 2 * (N3 + 1))
+        ahead = [s for s in states if len(s.draft_cache) >= len(s.emitted)]
+        assert any(s.draft_cache != s.emitted[: len(s.draft_cache)] for s in ahead)
+
+
+def test_a_stale_one_hot_q_can_raise_sampler_match_acceptance() -> None:
+    """Lemma 7 part 3 holds for rejection sampling only. Under sampler-match, a drafter
+    equal to the target (q = p = (5/8, 3/8)) accepts sum p**2 = 17/32, and a stale one-hot
+    q = (1, 0) accepts p(0) = 5/8, more; the issue's (0.6, 0.4) gives 0.52 against 0.6.
+    Under rejection sampling q = p accepts 1, the most any q can."""
+    p, stale = dist(10, 6), dist(16, 0)
+    assert acceptance(position_law(SAMPLER_MATCH, p, p)) == Fraction(17, 32)
+    assert acceptance(position_law(SAMPLER_MATCH, p, stale)) == Fraction(5, 8)
+    assert acceptance(position_law(STOCHASTIC, p, p)) == 1
+    assert acceptance(position_law(STOCHASTIC, p, stale)) == Fraction(5, 8)
+    issue_p = (Fraction(3, 5), Fraction(2, 5))
+    assert sum_prod(issue_p, issue_p) == Fraction(13, 25) < Fraction(3, 5) == sum_prod(
+        issue_p, (ONE, ZERO))
+
+
 def test_mlxcel_rewind_freezes_the_draft_cache_when_nothing_is_accepted() -> None:
     """Lemma 7: a drafter that never agrees (q one-hot on a token the target excludes) has
     a = 0 every round; the mlxcel draft cache then never leaves its prefill, while the
@@ -1048,31 +1175,82 @@ def test_mlxcel_rewind_freezes_the_draft_cache_when_nothing_is_accepted() -> Non
 # Lemma 8: expected tokens per round, from the exact round law.
 
 
-def accepted_count_law(outcomes: Mapping[Outcome, Fraction], k: int) -> list[Fraction]:
-    law = [ZERO] * (k + 1)
-    for outcome, w in outcomes.items():
-        law[outcome.accepted] += w
-    return law
+Pointwise: TypeAlias = Callable[[Fraction, Fraction], Fraction]
+"""P(draft x drawn and accepted) from (p(x), q(x)): lemma 1's or lemma 2's closed form."""
+
+
+def _min(p_x: Fraction, q_x: Fraction) -> Fraction:
+    return min(p_x, q_x)
+
+
+def _product(p_x: Fraction, q_x: Fraction) -> Fraction:
+    return p_x * q_x
+
+
+CLOSED_FORM: dict[str, Pointwise] = {STOCHASTIC.name: _min, SAMPLER_MATCH.name: _product}
+
+
+def closed_form_alphas(target: Table, drafter: Table, prefix: Tokens, k: int,
+                       pointwise: Pointwise) -> list[Fraction]:
+    """alpha_1..alpha_k from the tables and the per-position closed form alone (no
+    library call): P(a >= j) sums, over draft prefixes d_<j, the product of
+    P(d_i drawn and accepted) = pointwise(p_i(d_i), q_i(d_i)), and alpha_j is the ratio
+    P(a >= j) / P(a >= j - 1)."""
+    reach = [ONE]
+    frontier: list[tuple[Tokens, Fraction]] = [((), ONE)]
+    for _ in range(k):
+        frontier = [
+            ((*drafts, x), weight * pointwise(p_x, q_x))
+            for drafts, weight in frontier
+            for x, (p_x, q_x) in enumerate(zip(target(prefix + drafts),
+                                                drafter(prefix + drafts), strict=True))
+            if weight * pointwise(p_x, q_x)
+        ]
+        reach.append(sum((w for _, w in frontier), ZERO))
+    return [reach[j] / reach[j - 1] for j in range(1, k + 1) if reach[j - 1]]
+
+
+def round_tokens(rule: Rule, prefix: Tokens, k: int) -> Fraction:
+    """E[tokens per round] from the exact law of a round run with `rule`."""
+    outcomes = round_outcomes(rule, TARGET, DRAFTER, prefix, prefix, k)
+    return sum((w * len(o.emitted) for o, w in outcomes.items()), ZERO)
+
+
+def survival_sum(alphas: Sequence[Fraction]) -> Fraction:
+    return sum((prod(alphas[:j], start=ONE) for j in range(len(alphas) + 1)), ZERO)
 
 
 @pytest.mark.parametrize("rule", [STOCHASTIC, SAMPLER_MATCH], ids=lambda r: r.name)
 def test_expected_tokens_is_the_sum_of_survival_products(rule: Rule) -> None:
-    """Lemma 8: E[tokens] = sum_j prod_{i<=j} alpha_i with alpha_i the probability that
-    position i accepts given that all before it did; the library's
-    expected_tokens_per_round agrees. Pooling per-position acceptance into one alpha and
-    using the i.i.d. formula is not exact here (the wrong variant)."""
+    """Lemma 8 part 1 on the library: the expected tokens of the exact round law (the
+    library's verifier, integrated over its uniforms) equal sum_j prod_{i<=j} alpha_i,
+    with the alpha_i computed independently from the tables and lemma 1's or 2's
+    per-position closed form; the library's expected_tokens_per_round agrees. Two sides
+    computed two ways, so a wrong verifier or a wrong formula fails (next test)."""
     k = 3
     for prefix in PROMPTS:
-        outcomes = round_outcomes(rule, TARGET, DRAFTER, prefix, prefix, k)
-        counts = accepted_count_law(outcomes, k)
-        reach = [sum(counts[j:], ZERO) for j in range(k + 1)]  # P(a >= j)
-        alphas = [reach[j] / reach[j - 1] for j in range(1, k + 1)]
-        tokens = sum((w * len(o.emitted) for o, w in outcomes.items()), ZERO)
-        assert tokens == sum((prod(alphas[:j], start=ONE) for j in range(k + 1)), ZERO)
+        alphas = closed_form_alphas(TARGET, DRAFTER, prefix, k, CLOSED_FORM[rule.name])
+        assert len(alphas) == k and all(0 < a < 1 for a in alphas)
+        tokens = round_tokens(rule, prefix, k)
+        assert tokens == survival_sum(alphas)
         assert abs(expected_tokens_per_round([float(a) for a in alphas]) - float(tokens)) < 1e-12
-        tested = sum((w * min(o.accepted + 1, k) for o, w in outcomes.items()), ZERO)
-        pooled = (tokens - 1) / tested
-        assert sum((pooled**j for j in range(k + 1)), ZERO) != tokens
+
+
+def test_the_survival_product_check_catches_wrong_verifiers_and_formulas() -> None:
+    """The check of lemma 8 part 1 has power: a verifier that accepts differently
+    (argmax-against-argmax), the other rule's closed form, a formula without the round's
+    extra token, and the pooled i.i.d. substitution each break the equality."""
+    k, prefix = 3, (1,)
+    alphas = closed_form_alphas(TARGET, DRAFTER, prefix, k, _min)
+    assert round_tokens(ARGMAX_AGAINST_ARGMAX, prefix, k) != survival_sum(alphas)
+    assert round_tokens(STOCHASTIC, prefix, k) != survival_sum(
+        closed_form_alphas(TARGET, DRAFTER, prefix, k, _product))
+    tokens = round_tokens(STOCHASTIC, prefix, k)
+    assert sum((prod(alphas[:j], start=ONE) for j in range(1, k + 1)), ZERO) != tokens
+    outcomes = round_outcomes(STOCHASTIC, TARGET, DRAFTER, prefix, prefix, k)
+    tested = sum((w * min(o.accepted + 1, k) for o, w in outcomes.items()), ZERO)
+    pooled = (tokens - 1) / tested
+    assert survival_sum([pooled] * k) != tokens
 
 
 @pytest.mark.parametrize("p,q", [(dist(8, 4, 2, 2), dist(4, 4, 4, 4)),
