@@ -41,6 +41,16 @@ def test_bench_markdown_has_no_accidental_markup(name: str) -> None:
     assert accidental_markup(render_markdown(BenchResult(**recorded))) == []
 
 
-@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.md")), ids=lambda p: p.name)
+RECORDED = [
+    path for path in sorted(RESULTS.glob("*.md"))
+    if path.read_text(encoding="utf-8").startswith("Produced by:")  # a command's output
+]
+
+
+def test_the_recorded_results_are_found() -> None:
+    assert {"bench.md", "table.md"} <= {path.name for path in RECORDED}
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
 def test_recorded_results_have_no_accidental_markup(path: Path) -> None:
     assert accidental_markup(path.read_text(encoding="utf-8")) == []

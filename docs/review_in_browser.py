@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Open the built site offline in headless Chromium: screenshots, and math typeset or not.
+
+Run from the repository root after the html build (needs a ``chromium`` on the PATH; this
+is a manual review, not a CI step):
+
+    python docs/review_in_browser.py docs/_build/html OUT_DIR
+
+1. Screenshots of the index, a proof, the ceiling table, the results and the porting guide
+   at 1280 px (desktop) and 390 px (phone) wide, into OUT_DIR, for a person to look at.
+2. For every page (the highlighted sources under ``_modules/`` aside), the DOM after the
+   page's scripts ran: each math element must hold a MathJax ``mjx-container``, that is
+   it was typeset, not left as raw TeX. Prints the totals and every page that fails, and
+   exits 1 if any does.
+
+Chromium resolves no host name but ``localhost`` here (``--host-resolver-rules``), so a
+page that needed the network would show it. ``--virtual-time-budget`` lets MathJax finish
+before the screenshot or the DOM is taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bs4 import BeautifulSoup
+
+PAGES = ("index", "proofs/single_position", "ceiling", "results", "porting")
+WIDTHS = (1280, 390)
+HEIGHT = 2400
+OFFLINE_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
+    "--virtual-time-budget=15000",
+)
+
+
+def chromium(*arguments: str) -> str:
+    """Run headless Chromium with a fresh profile and the offline flags; its stdout."""
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    try:
+        result = subprocess.run(
+            ["chromium", *OFFLINE_FLAGS, f"--user-data-dir={profile}", *arguments],
+            capture_output=True, text=True, timeout=180, check=False,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    return result.stdout
+
+
+def take_screenshots(site: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for page in PAGES:
+        for width in WIDTHS:
+            target = out / f"{page.replace('/', '_')}-{width}.png"
+            chromium(f"--window-size={width},{HEIGHT}", f"--screenshot={target}",
+                     (site / f"{page}.html").as_uri())
+            print(f"wrote {target}" if target.exists() else f"NO SCREENSHOT: {target}")
+
+
+def untypeset_math(page: Path) -> tuple[int, list[str]]:
+    """The math elements of `page`, and the TeX of those MathJax left untypeset."""
+    dom = BeautifulSoup(chromium("--dump-dom", page.as_uri()), "html.parser")
+    if dom.find("article") is None:  # Chromium failed or the page did not render
+        return 0, ["(page did not load)"]
+    elements = dom.select(".math")
+    raw = [" ".join(m.get_text().split())[:60] for m in elements if not m.find("mjx-container")]
+    return len(elements), raw
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("site", type=Path, help="the html build directory")
+    parser.add_argument("out", type=Path, help="where the screenshots go")
+    args = parser.parse_args(argv)
+    site: Path = args.site.resolve()
+    if shutil.which("chromium") is None:
+        sys.exit("review_in_browser: no `chromium` on the PATH")
+    take_screenshots(site, args.out)
+    pages = sorted(p for p in site.rglob("*.html") if "_modules" not in p.parts)
+    total = failing = 0
+    for page in pages:
+        count, raw = untypeset_math(page)
+        total += count
+        if raw:
+            failing += 1
+            print(f"{page.relative_to(site)}: {len(raw)} of {count} not typeset, e.g. {raw[:3]}")
+    print(f"{len(pages)} pages, {total} math elements, "
+          f"{'all typeset' if not failing else f'{failing} pages with raw TeX'}")
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
