@@ -10,8 +10,8 @@ Fails, naming the page and the offending resource or text, when
   ``@import`` in CSS, with a scheme (``https:``), a host (``//cdn...``), an absolute path,
   or a relative path that leaves the build directory or names a file that is not there.
   Plain ``<a>`` links may point anywhere: following one is the reader's choice, not a load;
-- a page shows raw TeX delimiters (``\\(``, ``\\)``, ``\\[``, ``\\]``, ``$$``) in its visible
-  text outside code and outside the math elements MathJax typesets;
+- a page shows raw TeX delimiters (``\\(``, ``\\)``, ``\\[``, ``\\]``, ``$$``, or a ``$x$``
+  pair) in its visible text outside code and outside the math elements MathJax typesets;
 - a page holds math elements but loads no MathJax from the build directory.
 
 A reader offline, or behind a proxy, then sees every page as the build wrote it.
@@ -45,7 +45,9 @@ LOADING_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 # Text a reader does not see as prose: code, and the math MathJax replaces by typesetting.
 NOT_PROSE = ("script", "style", "pre", "code", "kbd", "samp", "textarea", "noscript")
 NOT_PROSE_CLASSES = {"math", "highlight"}
-RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
+# \( \) \[ \] $$, and a $...$ pair as pandoc reads one (no space inside either dollar, no
+# digit after the closing one), so "between $5 and $10" is prose, "$p(t)$" is raw TeX.
+RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|\$[^\s$](?:[^$]*[^\s$\\])?\$(?!\d)")
 CSS_URL = re.compile(r"""url\(\s*(?P<quote>['"]?)(?P<url>.*?)(?P=quote)\s*\)""", re.IGNORECASE)
 CSS_IMPORT = re.compile(r"""@import\s+(?P<quote>['"])(?P<url>.*?)(?P=quote)""", re.IGNORECASE)
 CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)

@@ -9,9 +9,9 @@ is a manual review, not a CI step):
 1. Screenshots of the index, a proof, the ceiling table, the results and the porting guide
    at 1280 px (desktop) and 390 px (phone) wide, into OUT_DIR, for a person to look at.
 2. For every page (the highlighted sources under ``_modules/`` aside), the DOM after the
-   page's scripts ran: each math element must hold a MathJax ``mjx-container``, that is
-   it was typeset, not left as raw TeX. Prints the totals and every page that fails, and
-   exits 1 if any does.
+   page's scripts ran: each math element must hold a MathJax ``mjx-container`` and no
+   ``mjx-merror``: it was typeset, neither left as raw TeX nor shown as a TeX error.
+   Prints the totals and every page that fails, and exits 1 if any does.
 
 Chromium resolves no host name but ``localhost`` here (``--host-resolver-rules``), so a
 page that needed the network would show it. ``--virtual-time-budget`` lets MathJax finish
@@ -69,7 +69,11 @@ def untypeset_math(page: Path) -> tuple[int, list[str]]:
     if dom.find("article") is None:  # Chromium failed or the page did not render
         return 0, ["(page did not load)"]
     elements = dom.select(".math")
-    raw = [" ".join(m.get_text().split())[:60] for m in elements if not m.find("mjx-container")]
+    # Untypeset, or typeset as a TeX error (MathJax's red mjx-merror box).
+    raw = [
+        " ".join(m.get_text().split())[:60] for m in elements
+        if not m.find("mjx-container") or m.find("mjx-merror")
+    ]
     return len(elements), raw
 
 

@@ -31,6 +31,7 @@ HEAD = """<link rel="stylesheet" href="_static/site.css">
 BODY = """<p>Rejection sampling emits <span class="math notranslate">\\(p\\)</span> exactly.</p>
 <div class="math">\\[\\sum_x \\min(p, q)\\]</div>
 <pre>In code a \\( is only a character, and so is $$.</pre>
+<p>It costs between $5 and $10, or $3.</p>
 <p>See <code>re.compile(r"\\(")</code> and
 <a href="https://arxiv.org/abs/2211.17192">the paper</a>.</p>
 <img src="_static/plot.png" alt="a plot">"""
@@ -95,6 +96,7 @@ def test_a_stylesheet_loading_from_outside_fails(tmp_path: Path, css: str) -> No
         "<p>a display \\[r(x) = \\frac{a}{b}\\] left raw</p>",
         "<p>dollars $$x$$ that dollarmath never saw</p>",
         "<li><em>an emphasised \\(q\\)</em></li>",
+        "<p>a single-dollar $p(t)$ a parser missed</p>",
     ],
 )
 def test_raw_tex_in_visible_text_fails(tmp_path: Path, planted: str) -> None:
