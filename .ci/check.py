@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci"]
+PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci", "examples"]
 
 
 def step(name: str, *command: str) -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     python = sys.executable
     trees = [t for t in PYTHON_TREES if (ROOT / t).exists()]
     step("ruff", python, "-m", "ruff", "check", *trees)
-    step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs")
+    step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples")
     step("import contracts", str(Path(python).parent / "lint-imports"))
     step(
         "pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider",

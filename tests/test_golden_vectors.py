@@ -27,6 +27,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import pytest
@@ -37,7 +38,10 @@ from specaccept import (
     accept_draft_token,
     acceptance_closed_forms,
     acceptance_probability,
+    acceptance_rule,
     effective_token_distribution,
+    expected_speedup,
+    expected_tokens_per_round,
     residual_distribution,
     residual_resample,
     rewind_trim,
@@ -51,8 +55,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
 VECTORS = SPEC / "vectors"
 GENERATOR = VECTORS / "generate.py"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FAMILIES = (
+    "sampler_config",
     "effective_token_distribution",
     "sample_from_distribution",
     "accept_draft_token",
@@ -61,6 +66,9 @@ FAMILIES = (
     "verify_block",
     "rewind_trim",
     "acceptance_closed_forms",
+    "acceptance_rule",
+    "expected_tokens_per_round",
+    "expected_speedup",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -98,81 +106,81 @@ def integer(value: object, what: str) -> int:
     return value
 
 
-def flag(value: object, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise SchemaError(f"{what} must be a boolean, got {value!r}")
-    return value
+NON_FINITE = {"-inf": -math.inf, "inf": math.inf, "nan": math.nan}
 
 
 def real(value: object, what: str) -> float:
-    """A JSON number, or the string "-inf" (which JSON cannot spell)."""
-    if value == "-inf":
-        return -math.inf
+    """A JSON number, or one of the strings "-inf", "inf", "nan" (which JSON cannot spell)."""
+    if isinstance(value, str) and value in NON_FINITE:
+        return NON_FINITE[value]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchemaError(f"{what} must be a number or \"-inf\", got {value!r}")
     return float(value)
 
 
-def reals(value: object, what: str) -> list[float] | list[list[float]]:
-    items = seq(value, what)
-    if items and all(isinstance(item, list) for item in items):
-        return [[real(x, what) for x in seq(row, what)] for row in items]
-    return [real(x, what) for x in items]
+# Arguments are decoded permissively: a JSON array becomes an array of the argument's dtype,
+# {"array": ..., "dtype": ...} an array of that dtype, "-inf"/"inf"/"nan" a float, and anything
+# else is passed to the library unchanged. A well-formed vector then reaches the library
+# exactly as the schema describes it, and an error vector's faulty argument reaches it too.
 
 
-def float_array(value: object, what: str) -> mx.array:
-    """A [V] or [R, V] float32 array."""
-    return mx.array(reals(value, what), dtype=mx.float32)
+def value_arg(value: object) -> Any:
+    if isinstance(value, str) and value in NON_FINITE:
+        return NON_FINITE[value]
+    return value
 
 
-def token_arg(value: object, what: str) -> int | mx.array:
+def nested(value: object) -> Any:
+    return [nested(v) for v in value] if isinstance(value, list) else value_arg(value)
+
+
+def array_arg(value: object, dtype: mx.Dtype) -> Any:
+    if isinstance(value, dict) and set(value) == {"array", "dtype"}:
+        return mx.array(nested(value["array"]), dtype=getattr(mx, str(value["dtype"])))
+    if isinstance(value, list):
+        return mx.array(nested(value), dtype=dtype)
+    return value_arg(value)
+
+
+def float_array(value: object, what: str) -> Any:
+    """A [V] or [R, V] float32 array (or the faulty value of an error vector)."""
+    return array_arg(value, mx.float32)
+
+
+def token_arg(value: object, what: str) -> Any:
     """A token id (int) or a batch of ids ([k] int32)."""
-    if isinstance(value, list):
-        return mx.array([integer(x, what) for x in value], dtype=mx.int32)
-    return integer(value, what)
+    return array_arg(value, mx.int32)
 
 
-def uniform_arg(value: object, what: str) -> float | mx.array:
+def uniform_arg(value: object, what: str) -> Any:
     """A uniform (float) or a batch of uniforms ([k] float32)."""
+    return array_arg(value, mx.float32)
+
+
+def sequence_arg(value: object) -> Any:
+    """A Python sequence (history, alphas): its items reach the library unchanged."""
     if isinstance(value, list):
-        return mx.array([real(x, what) for x in value], dtype=mx.float32)
-    return real(value, what)
+        return [value_arg(v) for v in value]
+    return array_arg(value, mx.int32)
 
 
-def rule_arg(value: object) -> AcceptanceRule:
-    if not isinstance(value, str):
-        raise SchemaError(f"rule must be a rule id string, got {value!r}")
-    return AcceptanceRule(value)
+def rule_arg(value: object) -> Any:
+    return AcceptanceRule(value) if isinstance(value, str) else value
 
 
-def sampler_config(value: object) -> SamplerConfig:
+def sampler_config(value: object) -> Any:
+    if not isinstance(value, dict):
+        return value
     raw = obj(value, "config")
     if sorted(raw) != sorted(CONFIG_FIELDS):
         raise SchemaError(f"config must hold exactly the fields {CONFIG_FIELDS}, got {sorted(raw)}")
-    bias: dict[int, float] = {}
-    for pair in seq(raw["logit_bias"], "logit_bias"):
-        token, amount = seq(pair, "logit_bias pair")
-        bias[integer(token, "logit_bias id")] = real(amount, "logit_bias value")
-    return SamplerConfig(
-        temperature=real(raw["temperature"], "temperature"),
-        top_k=integer(raw["top_k"], "top_k"),
-        top_p=real(raw["top_p"], "top_p"),
-        min_p=real(raw["min_p"], "min_p"),
-        repetition_penalty=real(raw["repetition_penalty"], "repetition_penalty"),
-        repetition_context_size=integer(raw["repetition_context_size"], "repetition_context_size"),
-        frequency_penalty=real(raw["frequency_penalty"], "frequency_penalty"),
-        presence_penalty=real(raw["presence_penalty"], "presence_penalty"),
-        dry_multiplier=real(raw["dry_multiplier"], "dry_multiplier"),
-        dry_base=real(raw["dry_base"], "dry_base"),
-        dry_allowed_length=integer(raw["dry_allowed_length"], "dry_allowed_length"),
-        dry_penalty_last_n=integer(raw["dry_penalty_last_n"], "dry_penalty_last_n"),
-        dry_sequence_breakers=tuple(
-            integer(t, "dry_sequence_breakers") for t in seq(raw["dry_sequence_breakers"], "b")
-        ),
-        xtc_probability=real(raw["xtc_probability"], "xtc_probability"),
-        xtc_threshold=real(raw["xtc_threshold"], "xtc_threshold"),
-        logit_bias=bias,
+    fields: dict[str, Any] = {name: value_arg(raw[name]) for name in CONFIG_FIELDS}
+    fields["logit_bias"] = {pair[0]: value_arg(pair[1]) for pair in seq(raw["logit_bias"], "b")
+                            if isinstance(pair, list)}
+    fields["dry_sequence_breakers"] = tuple(
+        value_arg(t) for t in seq(raw["dry_sequence_breakers"], "dry_sequence_breakers")
     )
+    return SamplerConfig(**fields)
 
 
 # --- comparing results -------------------------------------------------------------------
@@ -215,15 +223,16 @@ def replay_effective_token_distribution(
 ) -> Problems:
     logits = float_array(inputs["logits"], "logits")
     cfg = sampler_config(inputs["config"])
-    history = [integer(t, "history") for t in seq(inputs["history"], "history")]
+    history = sequence_arg(inputs["history"])
     probs = effective_token_distribution(logits, cfg, history)
+    # Every call before any comparison, so that an error vector reaches the call that raises.
+    draws = [sample_token_with_distribution(logits, cfg, history, value_arg(u))
+             for u in seq(inputs["draw_uniforms"], "draw_uniforms")]
     problems = close("probs", probs.tolist(), expected["probs"], atol)
-    uniforms = seq(inputs["draw_uniforms"], "draw_uniforms")
     tokens = seq(expected["draw_tokens"], "draw_tokens")
-    if len(uniforms) != len(tokens):
+    if len(draws) != len(tokens):
         raise SchemaError("draw_uniforms and draw_tokens must have the same length")
-    for j, (u, token) in enumerate(zip(uniforms, tokens, strict=True)):
-        drawn, law = sample_token_with_distribution(logits, cfg, history, real(u, "u"))
+    for j, ((drawn, law), token) in enumerate(zip(draws, tokens, strict=True)):
         problems += same(f"draw_tokens[{j}]", drawn.item(), token)
         problems += close(f"draw law [{j}]", law.tolist(), expected["probs"], atol)
     return problems
@@ -251,13 +260,14 @@ def replay_residual_distribution(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
-    problems = close("residual", residual_distribution(p, q).tolist(), expected["residual"], atol)
-    uniforms = seq(inputs["u"], "u")
+    residual = residual_distribution(p, q)
+    drawn = [residual_resample(p, q, value_arg(u)).item() for u in seq(inputs["u"], "u")]
+    problems = close("residual", residual.tolist(), expected["residual"], atol)
     tokens = seq(expected["tokens"], "tokens")
-    if len(uniforms) != len(tokens):
+    if len(drawn) != len(tokens):
         raise SchemaError("u and tokens must have the same length")
-    for j, (u, token) in enumerate(zip(uniforms, tokens, strict=True)):
-        problems += same(f"tokens[{j}]", residual_resample(p, q, real(u, "u")).item(), token)
+    for j, (got, token) in enumerate(zip(drawn, tokens, strict=True)):
+        problems += same(f"tokens[{j}]", got, token)
     return problems
 
 
@@ -278,11 +288,11 @@ def replay_verify_block(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     draft = inputs["draft_probs"]
-    tokens = [integer(t, "draft_tokens") for t in seq(inputs["draft_tokens"], "draft_tokens")]
     verdict = verify_block(
         rule_arg(inputs["rule"]), float_array(inputs["target_probs"], "target_probs"),
         None if draft is None else float_array(draft, "draft_probs"),
-        mx.array(tokens, dtype=mx.int32), float_array(inputs["uniforms"], "uniforms"),
+        token_arg(inputs["draft_tokens"], "draft_tokens"),
+        float_array(inputs["uniforms"], "uniforms"),
     )
     return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
             + same("next_token", verdict.next_token.item(), expected["next_token"]))
@@ -291,8 +301,7 @@ def replay_verify_block(
 def replay_rewind_trim(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    plan = rewind_trim(integer(inputs["num_draft"], "num_draft"),
-                       integer(inputs["num_accepted"], "num_accepted"))
+    plan = rewind_trim(value_arg(inputs["num_draft"]), value_arg(inputs["num_accepted"]))
     return (same("target_trim", plan.target_trim, expected["target_trim"])
             + same("draft_trim", plan.draft_trim, expected["draft_trim"])
             + same("draft_backfill", plan.draft_backfill, expected["draft_backfill"]))
@@ -302,6 +311,9 @@ def replay_acceptance_closed_forms(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
+    if "rule" in inputs:  # only error vectors name a rule: acceptance_probability alone
+        acceptance_probability(rule_arg(inputs["rule"]), p, q)
+        return ["acceptance_probability raised nothing"]
     forms = acceptance_closed_forms(p, q)
     problems = (close("sum_min", forms.sum_min.tolist(), expected["sum_min"], atol)
                 + close("sum_prod", forms.sum_prod.tolist(), expected["sum_prod"], atol)
@@ -316,7 +328,40 @@ def replay_acceptance_closed_forms(
     return problems
 
 
+def replay_sampler_config(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    cfg = sampler_config(inputs["config"])
+    return (same("is_greedy", cfg.is_greedy, expected["is_greedy"])
+            + same("uses_history", cfg.uses_history, expected["uses_history"]))
+
+
+def replay_acceptance_rule(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    rule = acceptance_rule(sampler_config(inputs["target_config"]),
+                           drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
+                           stochastic=value_arg(inputs["stochastic"]))
+    return same("rule", rule.value, expected["rule"])
+
+
+def replay_expected_tokens_per_round(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    return close("tokens", expected_tokens_per_round(sequence_arg(inputs["alphas"])),
+                 expected["tokens"], atol)
+
+
+def replay_expected_speedup(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    speedup = expected_speedup(value_arg(inputs["alpha"]), value_arg(inputs["k"]),
+                               value_arg(inputs["c"]), verify_cost=value_arg(inputs["verify_cost"]))
+    return close("speedup", speedup, expected["speedup"], atol)
+
+
 REPLAYERS: dict[str, Replayer] = {
+    "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
     "sample_from_distribution": replay_sample_from_distribution,
     "accept_draft_token": replay_accept_draft_token,
@@ -325,6 +370,9 @@ REPLAYERS: dict[str, Replayer] = {
     "verify_block": replay_verify_block,
     "rewind_trim": replay_rewind_trim,
     "acceptance_closed_forms": replay_acceptance_closed_forms,
+    "acceptance_rule": replay_acceptance_rule,
+    "expected_tokens_per_round": replay_expected_tokens_per_round,
+    "expected_speedup": replay_expected_speedup,
 }
 
 
@@ -334,8 +382,30 @@ def replay(family: str, vector: Mapping[str, object]) -> Problems:
     atol = real(record["atol"], "atol")
     if not atol >= 0.0:
         raise SchemaError(f"atol must be >= 0, got {atol}")
-    inputs, expected = obj(record["input"], "input"), obj(record["expected"], "expected")
+    inputs = obj(record["input"], "input")
+    if "error" in record:
+        return replay_error(family, inputs, obj(record["error"], "error"))
+    expected = obj(record["expected"], "expected")
     return REPLAYERS[family](inputs, expected, atol)
+
+
+ERROR_KINDS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError": ValueError}
+
+
+def replay_error(family: str, inputs: dict[str, object], error: dict[str, object]) -> Problems:
+    """The family's replay must raise the error's kind, with a message naming its argument."""
+    kind, argument = str(error["kind"]), str(error["argument"])
+    try:
+        REPLAYERS[family](inputs, {}, 0.0)
+    except (TypeError, ValueError) as raised:
+        if type(raised) is not ERROR_KINDS[kind]:
+            return [f"raised {type(raised).__name__}({raised}), expected {kind}"]
+        if not re.search(rf"(?<![\w.]){re.escape(argument)}(?!\w)", str(raised)):
+            return [f"{kind} {str(raised)!r} does not name {argument!r}"]
+        return []
+    except KeyError as missing:  # an expected field read after every call returned
+        return [f"raised nothing before reading expected {missing}, expected {kind}"]
+    return [f"raised nothing, expected {kind} naming {argument!r}"]
 
 
 # --- the committed files -----------------------------------------------------------------
@@ -382,7 +452,7 @@ def corruptible(value: object) -> bool:
         return any(corruptible(v) for v in value.values())
     if isinstance(value, list):
         return bool(value) and corruptible(value[0])
-    return isinstance(value, int | float)
+    return isinstance(value, int | float | str)
 
 
 def corrupt(value: object) -> object:
@@ -398,6 +468,8 @@ def corrupt(value: object) -> object:
         return value + 1
     if isinstance(value, float):
         return value + 0.5
+    if isinstance(value, str):
+        return value + "-corrupted"
     raise TypeError(f"cannot corrupt {value!r}")
 
 
@@ -405,6 +477,13 @@ def corrupt(value: object) -> object:
 def test_a_corrupted_expected_value_fails_the_replay(family: str) -> None:
     for vector in vectors_of(family):
         assert replay(family, vector) == []
+        if "error" in vector:
+            error = obj(vector["error"], "error")
+            other_kind = "ValueError" if error["kind"] == "TypeError" else "TypeError"
+            for wrong in ({**error, "kind": other_kind}, {**error, "argument": "nowhere"}):
+                assert replay(family, {**vector, "error": wrong}) != [], (
+                    f"{vector['name']} passes with the wrong error {wrong}")
+            continue
         mutated = copy.deepcopy(vector)
         mutated["expected"] = corrupt(mutated["expected"])
         assert replay(family, mutated) != [], f"corrupting {vector['name']} went unnoticed"

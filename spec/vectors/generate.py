@@ -23,14 +23,16 @@ file differs from the committed one. The schema is documented in ``spec/vectors/
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import mlx.core as mx
 import numpy as np
@@ -41,7 +43,10 @@ from specaccept import (
     accept_draft_token,
     acceptance_closed_forms,
     acceptance_probability,
+    acceptance_rule,
     effective_token_distribution,
+    expected_speedup,
+    expected_tokens_per_round,
     residual_distribution,
     residual_resample,
     rewind_trim,
@@ -55,7 +60,7 @@ Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | Non
 Vector: TypeAlias = "dict[str, Json]"
 Row: TypeAlias = "list[float]"
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HERE = Path(__file__).resolve().parent
 NEG_INF = float("-inf")
 INEXACT_ATOL = 1e-6
@@ -206,7 +211,7 @@ _FLOAT_FIELDS = frozenset(
 
 def config(**fields: float | int | tuple[int, ...] | dict[int, float]) -> SamplerConfig:
     """A SamplerConfig whose real fields are already float32 values (what JSON will hold)."""
-    rounded: dict[str, object] = {}
+    rounded: dict[str, Any] = {}
     for name, value in fields.items():
         if name in _FLOAT_FIELDS and isinstance(value, int | float):
             rounded[name] = f32(float(value))
@@ -214,7 +219,7 @@ def config(**fields: float | int | tuple[int, ...] | dict[int, float]) -> Sample
             rounded[name] = {token: f32(bias) for token, bias in value.items()}
         else:
             rounded[name] = value
-    return SamplerConfig(**rounded)  # type: ignore[arg-type]
+    return SamplerConfig(**rounded)
 
 
 def encode_config(cfg: SamplerConfig) -> Json:
@@ -405,6 +410,9 @@ class DistributionCase:
     """The expected probabilities, from hand-written values (float64)."""
     exact: bool
     history: tuple[int, ...] = ()
+    oracle_atol: float | None = None
+    """How far the float64 hand values may lie from the float32 result (default: the vector's
+    atol). Set for the float32 operation-order cases, whose point is a float32 rounding."""
 
 
 def distribution_cases() -> list[DistributionCase]:
@@ -511,6 +519,48 @@ def distribution_cases() -> list[DistributionCase]:
           [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
                             dry_penalty_last_n=3),
           [0.25] * 4, True, (1, 2, 3, 1, 2)),
+        c("dry_breaker_candidate_has_no_match",
+          "id 3 is a breaker: after [1, 2] it would match length 2, but a candidate that is "
+          "itself a breaker has L = 0, so nothing is penalised",
+          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                            dry_sequence_breakers=(3,)),
+          [0.25] * 4, True, (1, 2, 3, 1, 2)),
+        c("temperature_shift_before_divide_overflow",
+          "(logits - max) / T keeps the tied maxima at 0; logits / T first would overflow "
+          "100 / 1e-37 to inf and give NaN",
+          [100.0, 100.0, 50.0], config(temperature=1e-37), [0.5, 0.5, 0.0], True),
+        c("order_temperature_shift_then_divide",
+          "float32 order: (logits - max) / T; dividing first, logits / T - max / T, moves "
+          "these probabilities by more than 1e-6",
+          [2000.0, 1999.25, 1998.5, 1997.5], config(temperature=0.9),
+          softmax64([x / f32(0.9) for x in [0.0, -0.75, -1.5, -2.5]]), False,
+          oracle_atol=1e-4),
+        c("order_repetition_penalty_divides",
+          "float32 order: a positive seen logit is divided by the penalty, not multiplied by "
+          "its reciprocal, which moves these probabilities by more than 1e-6",
+          [700.0, 699.5, 699.0], config(repetition_penalty=1.1),
+          softmax64([x / f32(1.1) for x in [700.0, 699.5, 699.0]]), False, (0, 1, 2),
+          oracle_atol=1e-4),
+        c("order_frequency_then_presence",
+          "float32 order: logits - count * frequency - seen * presence, left to right; "
+          "subtracting the summed penalty instead moves these probabilities by more than 1e-6",
+          [1000.0, 1000.0, 999.0, 1000.0],
+          config(frequency_penalty=1.1, presence_penalty=0.35),
+          softmax64([1000.0 - 3 * f32(1.1) - f32(0.35), 1000.0 - f32(1.1) - f32(0.35), 999.0,
+                     1000.0 - 2 * f32(1.1) - f32(0.35)]), False, (0, 0, 0, 1, 3, 3),
+          oracle_atol=1e-4),
+        c("order_xtc_mixture",
+          "float32 order: (1 - xi) * uncut + xi * cut with xi = 0.35 (float32), bit for bit; "
+          "uncut + xi * (cut - uncut) differs in the last bit of three entries",
+          d, config(xtc_probability=0.35, xtc_threshold=0.25),
+          [(1 - f32(0.35)) * a + f32(0.35) * b
+           for a, b in zip([0.5, 0.25, 0.125, 0.125], [0.0, 0.5, 0.25, 0.25], strict=True)],
+          True, oracle_atol=1e-7),
+        c("xtc_softmax_shifts_by_max",
+          "XTC's temperature-1 softmax is shifted by the max: exp(100) overflows float32, so "
+          "an unshifted softmax gives NaN; here ids 0 and 1 reach 0.25 and id 0 is cut",
+          [f32(100.0 + x) for x in d], config(xtc_probability=1.0, xtc_threshold=0.25),
+          softmax64([NEG_INF] + [f32(100.0 + x) for x in d[1:]]), False),
         c("rows_share_history", "[R, V] logits: each row is filtered independently",
           [d, [0.0] * 4], config(), [dyadic, [0.25] * 4], True),
         c("rows_greedy", "[R, V] logits under a greedy config", [[0.0, 1.0, 1.0], [2.0, 0.0, 2.0]],
@@ -524,12 +574,13 @@ def effective_token_distribution_vectors() -> list[Vector]:
         logits = mx.array(case.logits, dtype=mx.float32)
         probs = effective_token_distribution(logits, case.cfg, list(case.history))
         atol = 0.0 if case.exact else INEXACT_ATOL
+        oracle_atol = atol if case.oracle_atol is None else case.oracle_atol
         draw_uniforms: list[Json] = []
         draw_tokens: list[Json] = []
         if probs.ndim == 1:
             got = floats(probs)
             want = [float(x) for x in case.want if isinstance(x, int | float)]
-            check_close(case.name, got, want, atol)
+            check_close(case.name, got, want, oracle_atol)
             for u in DRAW_UNIFORMS:
                 weights = rational(got)
                 if not draw_is_robust(weights, Fraction(u)):
@@ -545,7 +596,7 @@ def effective_token_distribution_vectors() -> list[Vector]:
             rows = matrix(probs)
             for r, (row, want_row) in enumerate(zip(rows, case.want, strict=True)):
                 assert isinstance(want_row, list)
-                check_close(f"{case.name}[{r}]", row, want_row, atol)
+                check_close(f"{case.name}[{r}]", row, want_row, oracle_atol)
             expected_probs = encode_reals(rows)
         inputs: Vector = {
             "logits": encode_reals(case.logits),
@@ -579,6 +630,13 @@ def sample_from_distribution_vectors() -> list[Vector]:
          [2.0, 1.0, 1.0], 0.5),
         ("unnormalized_inside", "u * sum = 1 < cumsum[0] = 2", [2.0, 1.0, 1.0], 0.25),
         ("one_hot", "a one-hot law returns its id for every u", [0.0, 0.0, 1.0, 0.0], 0.5),
+        ("normalising_first_breaks_the_tie",
+         "u * total = 0.5 * 14 = 7 = cumsum[2] exactly, so strict > moves on to id 3; a port "
+         "that normalises first sums 2/14 + 4/14 + 1/14 to just above 0.5 and returns id 2",
+         [2.0, 4.0, 1.0, 7.0], 0.5),
+        ("normalising_first_breaks_the_tie_at_0_75",
+         "u * total = 0.75 * 12 = 9 = cumsum[2]: id 3; normalising first returns id 2",
+         [3.0, 4.0, 2.0, 3.0], 0.75),
     ]
     out: list[Vector] = []
     for name, note, probs, u in hand:
@@ -589,6 +647,8 @@ def sample_from_distribution_vectors() -> list[Vector]:
             raise GenerationError(f"{name} is not robust")
         check_equal(name, got, want)
         out.append(vector(name, note, {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0))
+
+    out.append(fallback_vector())
 
     rows = [[0.5, 0.0, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 1.0]]
     per_row = [0.5, 0.5, 0.0]
@@ -619,6 +679,28 @@ def sample_from_distribution_vectors() -> list[Vector]:
     return out
 
 
+def fallback_vector() -> Vector:
+    """The one draw that reaches the fallback within the preconditions: subnormal weights.
+
+    With w = [2**-149, 2**-149, 0] (the smallest float32 subnormals) and u = 0.75,
+    u * total = 1.5 * 2**-149 rounds to 2**-148 = cumsum[1] (ties to even), so no id passes
+    the strict test and the last id of positive weight is returned. The exact draw is id 1
+    too; a port without the fallback returns 0 (an argmax over no eligible id) or 2.
+    """
+    tiny = 2.0**-149
+    probs, u = [tiny, tiny, 0.0], 0.75
+    weights = np.array(probs, dtype=np.float32)
+    target = np.float32(u) * np.cumsum(weights, dtype=np.float32)[-1]
+    if ((np.cumsum(weights, dtype=np.float32) > target) & (weights > 0)).any():
+        raise GenerationError("fallback_no_eligible_id: some id is eligible in float32")
+    got = scalar_int(sample_from_distribution(arr(probs), u))
+    check_equal("fallback_no_eligible_id", got, oracle_sample(rational(probs), Fraction(u)))
+    return vector("fallback_no_eligible_id",
+                  "subnormal weights: u * total rounds up to cumsum[1], no id is eligible, and "
+                  "the last id of positive weight is returned (needs IEEE subnormals, no "
+                  "flush to zero)", {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0)
+
+
 # --- accept_draft_token -------------------------------------------------------------------
 
 
@@ -643,12 +725,22 @@ def accept_draft_token_vectors() -> list[Vector]:
          [0.5, 0.5], 0, 2.0**-29),
         ("tiny_p_rejects", "u * q = 2**-25 > p[t] = 2**-30", [tiny, 1.0 - tiny], [0.5, 0.5], 0,
          2.0**-24),
+        ("divided_accept_test_differs",
+         "u = fl(p[0] / q[0]) exactly: u * q[0] > p[0] rejects (exactly and in float32), while "
+         "a port testing u <= p[0] / q[0] accepts",
+         [0.33957093954086304, 0.660429060459137], [0.627545177936554, 0.37245482206344604], 0,
+         0.5411099791526794),
     ]
     out: list[Vector] = []
     for name, note, p, q, token, u in hand:
         p, q = [f32(x) for x in p], [f32(x) for x in q]
+        if abs(sum(p) - 1) > INEXACT_ATOL or abs(sum(q) - 1) > INEXACT_ATOL:
+            raise GenerationError(f"{name}: p and q must be distributions (up to rounding)")
         got = scalar_bool(accept_draft_token(arr(p), arr(q), token, u))
         check_equal(name, got, oracle_accept(rational(p), rational(q), token, Fraction(u)))
+        if name == "divided_accept_test_differs":
+            divided = np.float32(u) <= np.float32(p[token]) / np.float32(q[token])
+            check_equal(f"{name}: a dividing port", bool(divided), not got)
         out.append(vector(name, note, {"p": encode_reals(p), "q": encode_reals(q),
                                        "token": token, "u": u}, {"accepted": got}, 0.0))
 
@@ -682,11 +774,19 @@ def accept_draft_token_vectors() -> list[Vector]:
 # --- residual_distribution + residual_resample --------------------------------------------
 
 
-def residual_vector(name: str, note: str, p: Row, q: Row, uniforms: Sequence[float]) -> Vector:
+def residual_vector(name: str, note: str, p: Row, q: Row, uniforms: Sequence[float],
+                    bit_exact: bool = False) -> Vector:
+    """`bit_exact`: the quotients are correctly rounded float32 divisions of exact values, so
+    the vector pins them at atol 0 (checked here against the float32 division)."""
     residual = floats(residual_distribution(arr(p), arr(q)))
     want = oracle_residual(rational(p), rational(q))
     atol = exact_atol(want)
     check_close(name, residual, [float(x) for x in want], atol)
+    if bit_exact:
+        excess = np.maximum(np.array(p, np.float32) - np.array(q, np.float32), np.float32(0))
+        divided = excess / excess.sum(dtype=np.float32)
+        check_equal(f"{name} float32 division", residual, [float(x) for x in divided])
+        atol = 0.0
     kept_u: list[Json] = []
     tokens: list[Json] = []
     for u in uniforms:
@@ -708,9 +808,10 @@ def residual_distribution_vectors() -> list[Vector]:
         residual_vector("p_equals_q_falls_back_to_p",
                         "no residual mass: the fallback returns p itself", [0.5, 0.5], [0.5, 0.5],
                         us),
-        residual_vector("fallback_keeps_p_unnormalized",
-                        "p <= q everywhere (weights, not distributions): p is returned as is",
-                        [0.25, 0.25], [0.5, 0.5], us),
+        residual_vector("order_residual_divides_by_mass",
+                        "float32 order: relu(p - q) / mass, one correctly rounded division per "
+                        "id, bit for bit: multiplying by 1 / mass gives 5/6 one ulp too high",
+                        [0.0, 0.0625, 0.9375], [0.375, 0.0, 0.625], us, bit_exact=True),
         residual_vector("residual_inside_target_support",
                         "ids with p = 0 never get residual mass", [0.0, 0.5, 0.5, 0.0],
                         [0.25, 0.25, 0.25, 0.25], us),
@@ -765,6 +866,12 @@ def verify_draft_token_vectors() -> list[Vector]:
                       g, [0.5, 0.5], None, 1, 0.0, 0.0),
         verify_vector("greedy_ignores_uniforms", "no uniform is read", g, [0.0, 0.0, 1.0], None, 2,
                       0.96875, 0.96875),
+        verify_vector("greedy_is_argmax_not_a_draw",
+                      "greedy-argmax accepts the argmax; a draw from p with u_sample = 0 would "
+                      "give id 0 and reject", g, [0.25, 0.75], None, 1, 0.0, 0.0),
+        verify_vector("greedy_rejects_what_a_draw_accepts",
+                      "greedy-argmax rejects id 0 and emits the argmax 1, where a draw with "
+                      "u_sample = 0 would accept id 0", g, [0.25, 0.75], None, 0, 0.0, 0.0),
         verify_vector("stochastic_reject_residual", "u * q = 0.375 > 0.25; residual is id 1",
                       s, p, q, 0, 0.75, 0.0),
         verify_vector("stochastic_accept", "u * q = 0.125 <= 0.25", s, p, q, 0, 0.25, 0.5),
@@ -849,6 +956,10 @@ def verify_block_vectors() -> list[Vector]:
                      [[0.5, 0.5], [1.0, 0.0]], [1, 0], [[0.5, 0.0], [0.5, 0.5], [0.0, 0.0]]),
         block_vector("greedy_bonus_lowest_id", "all accepted; the bonus argmax ties to id 0", g,
                      [[0.0, 1.0], [0.5, 0.5]], None, [1], [[0.0, 0.0], [0.0, 0.0]]),
+        block_vector("greedy_bonus_is_argmax_not_a_draw",
+                     "all accepted; the bonus is argmax p_k = 1, where a draw of row k with "
+                     "uniforms[k][1] = 0 would give 0", g, [[0.0, 1.0], [0.25, 0.75]], None, [1],
+                     [[0.0, 0.0], [0.0, 0.0]]),
         block_vector("sampler_match_bonus_reads_u_k_1",
                      "all accepted; the bonus is the draw of row k with uniforms[k][1]", m,
                      [[0.0, 1.0], [0.25, 0.75]], None, [1], [[0.96875, 0.0], [0.0, 0.5]]),
@@ -954,7 +1065,7 @@ def acceptance_closed_forms_vectors() -> list[Vector]:
         closed_forms_vector("disjoint", "disjoint supports: nothing is accepted", [1.0, 0.0],
                             [0.0, 1.0]),
         closed_forms_vector("argmax_rule_above_ceiling",
-                            "PR 902: q(argmax p) = 0.95 exceeds the lossless ceiling ~0.3",
+                            "PR 902: q(argmax p) = 0.95 exceeds the lossless ceiling 0.35",
                             [f32(0.3), f32(0.25), f32(0.25), f32(0.2)],
                             [f32(0.95), f32(0.05), 0.0, 0.0]),
         closed_forms_vector("greedy_tie_lowest_id", "argmax p ties: q is read at the lowest id",
@@ -969,9 +1080,536 @@ def acceptance_closed_forms_vectors() -> list[Vector]:
     return out
 
 
+# --- error vectors ------------------------------------------------------------------------
+#
+# An error vector gives inputs that the reference rejects from their types, shapes, dtypes,
+# Python scalars or SamplerConfig fields alone (spec/index.md, "Validation"), and expects the
+# error kind and the argument it names. The expectation is written by hand; the generator
+# decodes the JSON input as a replayer would, runs the family's calls, and stops unless the
+# library raises exactly that kind with a message naming that argument.
+
+ERROR_KINDS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError": ValueError}
+NON_FINITE = {"-inf": NEG_INF, "inf": float("inf"), "nan": float("nan")}
+
+
+def typed(values: Json, dtype: str) -> Json:
+    """An array argument of an explicit dtype (plain JSON arrays take the slot's dtype)."""
+    return {"array": values, "dtype": dtype}
+
+
+def decode_value(value: Json) -> Any:
+    """A non-array argument: "-inf", "inf" and "nan" are floats, anything else passes as is."""
+    if isinstance(value, str) and value in NON_FINITE:
+        return NON_FINITE[value]
+    return value
+
+
+def decode_array(value: Json, dtype: mx.Dtype) -> Any:
+    """A JSON array becomes an array of the slot's dtype, {"array", "dtype"} one of that dtype;
+    any other value is passed through unchanged, for the library to reject."""
+    if isinstance(value, dict) and set(value) == {"array", "dtype"}:
+        name = value["dtype"]
+        assert isinstance(name, str)
+        return mx.array(decode_nested(value["array"]), dtype=getattr(mx, name))
+    if isinstance(value, list):
+        return mx.array(decode_nested(value), dtype=dtype)
+    return decode_value(value)
+
+
+def decode_nested(value: Json) -> Any:
+    if isinstance(value, list):
+        return [decode_nested(v) for v in value]
+    return decode_value(value)
+
+
+def decode_sequence(value: Json) -> Any:
+    """A Python sequence argument (history, alphas): its items pass through unchanged."""
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    return decode_array(value, mx.int32) if isinstance(value, dict) else decode_value(value)
+
+
+def decode_rule(value: Json) -> Any:
+    if isinstance(value, str):
+        return AcceptanceRule(value)
+    return value
+
+
+def decode_config(value: Json) -> Any:
+    """A SamplerConfig from its JSON fields (absent fields take their defaults)."""
+    if not isinstance(value, dict):
+        return decode_value(value)
+    fields: dict[str, Any] = {}
+    for name, raw in value.items():
+        if name == "logit_bias" and isinstance(raw, list):
+            fields[name] = {
+                pair[0]: decode_value(pair[1]) for pair in raw if isinstance(pair, list)
+            }
+        elif name == "dry_sequence_breakers" and isinstance(raw, list):
+            fields[name] = tuple(decode_value(v) for v in raw)
+        else:
+            fields[name] = decode_value(raw)
+    return SamplerConfig(**fields)
+
+
+def run_family(family: str, inputs: dict[str, Json]) -> None:
+    """Replay `inputs` through the family's calls, in the order spec/vectors/schema.md gives."""
+    f32_, i32 = mx.float32, mx.int32
+    if family == "sampler_config":
+        decode_config(inputs["config"])
+    elif family == "effective_token_distribution":
+        logits = decode_array(inputs["logits"], f32_)
+        cfg = decode_config(inputs["config"])
+        history = decode_sequence(inputs["history"])
+        effective_token_distribution(logits, cfg, history)
+        draws = inputs["draw_uniforms"]
+        assert isinstance(draws, list)
+        for u in draws:
+            sample_token_with_distribution(logits, cfg, history, decode_value(u))
+    elif family == "sample_from_distribution":
+        sample_from_distribution(decode_array(inputs["probs"], f32_),
+                                 decode_array(inputs["u"], f32_))
+    elif family == "accept_draft_token":
+        accept_draft_token(decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_),
+                           decode_array(inputs["token"], i32), decode_array(inputs["u"], f32_))
+    elif family == "residual_distribution":
+        p, q = decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_)
+        residual_distribution(p, q)
+        draws = inputs["u"]
+        assert isinstance(draws, list)
+        for u in draws:
+            residual_resample(p, q, decode_value(u))
+    elif family == "verify_draft_token":
+        verify_draft_token(
+            decode_rule(inputs["rule"]), decode_array(inputs["p"], f32_),
+            decode_array(inputs["q"], f32_) if inputs["q"] is not None else None,
+            decode_array(inputs["token"], i32), decode_array(inputs["u_accept"], f32_),
+            decode_array(inputs["u_sample"], f32_),
+        )
+    elif family == "verify_block":
+        verify_block(
+            decode_rule(inputs["rule"]), decode_array(inputs["target_probs"], f32_),
+            decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
+            else None,
+            decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
+        )
+    elif family == "rewind_trim":
+        rewind_trim(decode_value(inputs["num_draft"]), decode_value(inputs["num_accepted"]))
+    elif family == "acceptance_closed_forms":
+        p, q = decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_)
+        if "rule" in inputs:
+            acceptance_probability(decode_rule(inputs["rule"]), p, q)
+            return
+        acceptance_closed_forms(p, q)
+        for rule in RULES:
+            acceptance_probability(rule, p, q)
+    elif family == "acceptance_rule":
+        acceptance_rule(decode_config(inputs["target_config"]),
+                        drafter_has_distribution=decode_value(inputs["drafter_has_distribution"]),
+                        stochastic=decode_value(inputs["stochastic"]))
+    elif family == "expected_tokens_per_round":
+        expected_tokens_per_round(decode_sequence(inputs["alphas"]))
+    elif family == "expected_speedup":
+        expected_speedup(decode_value(inputs["alpha"]), decode_value(inputs["k"]),
+                         decode_value(inputs["c"]),
+                         verify_cost=decode_value(inputs["verify_cost"]))
+    else:
+        raise GenerationError(f"no replay for family {family}")
+
+
+def error_vector(family: str, name: str, note: str, inputs: dict[str, Json], kind: str,
+                 argument: str) -> Vector:
+    """A vector whose replay must raise `kind` naming `argument`; checked against the library."""
+    try:
+        run_family(family, inputs)
+    except (TypeError, ValueError) as error:
+        if type(error) is not ERROR_KINDS[kind]:
+            raise GenerationError(
+                f"{family}/{name}: library raises {type(error).__name__}({error}), "
+                f"expected {kind}") from error
+        if not re.search(rf"(?<![\w.]){re.escape(argument)}(?![\w])", str(error)):
+            raise GenerationError(
+                f"{family}/{name}: the message {str(error)!r} does not name {argument!r}"
+            ) from error
+    else:
+        raise GenerationError(f"{family}/{name}: library raises nothing, expected {kind}")
+    return {"name": name, "note": note, "input": inputs,
+            "error": {"kind": kind, "argument": argument}, "atol": 0.0}
+
+
+def base_inputs(family: str) -> dict[str, Json]:
+    """A valid input of each family, which an error case alters in one argument."""
+    stochastic = AcceptanceRule.STOCHASTIC.value
+    bases: dict[str, dict[str, Json]] = {
+        "sampler_config": {"config": encode_config(SamplerConfig())},
+        "effective_token_distribution": {"logits": [0.0, 0.0, 0.0, 0.0],
+                                         "config": encode_config(SamplerConfig()),
+                                         "history": [], "draw_uniforms": []},
+        "sample_from_distribution": {"probs": [0.5, 0.5], "u": 0.5},
+        "accept_draft_token": {"p": [0.25, 0.75], "q": [0.5, 0.5], "token": 0, "u": 0.5},
+        "residual_distribution": {"p": [0.5, 0.5], "q": [0.25, 0.75], "u": []},
+        "verify_draft_token": {"rule": stochastic, "p": [0.25, 0.75], "q": [0.5, 0.5],
+                               "token": 0, "u_accept": 0.5, "u_sample": 0.5},
+        "verify_block": {"rule": stochastic, "target_probs": [[0.5, 0.5], [0.5, 0.5]],
+                         "draft_probs": [[0.5, 0.5]], "draft_tokens": [0],
+                         "uniforms": [[0.5, 0.5], [0.5, 0.5]]},
+        "rewind_trim": {"num_draft": 2, "num_accepted": 1},
+        "acceptance_closed_forms": {"p": [0.5, 0.5], "q": [0.25, 0.75]},
+        "acceptance_rule": {"target_config": encode_config(SamplerConfig()),
+                            "drafter_has_distribution": True, "stochastic": True},
+        "expected_tokens_per_round": {"alphas": [0.5]},
+        "expected_speedup": {"alpha": 0.5, "k": 2, "c": 0.25, "verify_cost": 1.0},
+    }
+    return copy.deepcopy(bases[family])
+
+
+ErrorCase: TypeAlias = "tuple[str, str, dict[str, Json], str, str]"
+"""(name, note, the arguments that differ from the family's base input, kind, argument)."""
+
+
+def config_with(**fields: Any) -> Json:
+    cfg = encode_config(SamplerConfig())
+    assert isinstance(cfg, dict)
+    cfg.update(fields)
+    return cfg
+
+
+def error_cases() -> dict[str, list[ErrorCase]]:
+    t, v = "TypeError", "ValueError"
+    f16 = typed([0.5, 0.5], "float16")
+    return {
+        "sampler_config": [
+            (f"{field}_{label}", f"{field} = {value!r}: {why}",
+             {"config": config_with(**{field: value})}, kind, field)
+            for field, label, value, kind, why in [
+                ("temperature", "negative", -1.0, v, "must be >= 0"),
+                ("temperature", "nan", "nan", v, "must be finite"),
+                ("temperature", "bool", True, t, "a bool is not a number"),
+                ("temperature", "string", "hot", t, "a string is not a number"),
+                ("top_k", "negative", -1, v, "must be >= 0"),
+                ("top_k", "float", 2.5, t, "an integer field"),
+                ("top_p", "zero", 0.0, v, "must lie in (0, 1]"),
+                ("top_p", "above_one", 1.5, v, "must lie in (0, 1]"),
+                ("min_p", "negative", -0.25, v, "must lie in [0, 1]"),
+                ("min_p", "above_one", 1.5, v, "must lie in [0, 1]"),
+                ("repetition_penalty", "zero", 0.0, v, "must be > 0"),
+                ("repetition_context_size", "zero", 0, v, "must be >= 1"),
+                ("repetition_context_size", "float", 20.0, t, "an integer field"),
+                ("frequency_penalty", "inf", "inf", v, "must be finite"),
+                ("presence_penalty", "bool", False, t, "a bool is not a number"),
+                ("dry_multiplier", "negative", -1.0, v, "must be >= 0"),
+                ("dry_base", "below_one", 0.5, v, "must be >= 1"),
+                ("dry_allowed_length", "zero", 0, v, "must be >= 1"),
+                ("dry_penalty_last_n", "below_minus_one", -2, v, "must be >= -1"),
+                ("dry_sequence_breakers", "negative_id", [-1], v, "ids are non-negative"),
+                ("dry_sequence_breakers", "float_id", [1.5], t, "ids are integers"),
+                ("xtc_probability", "above_one", 1.5, v, "must lie in [0, 1]"),
+                ("xtc_threshold", "negative", -0.25, v, "must lie in [0, 1]"),
+                ("logit_bias", "negative_id", [[-1, 1.0]], v, "ids are non-negative"),
+                ("logit_bias", "nan_bias", [[0, "nan"]], v, "biases must be finite"),
+                ("logit_bias", "string_bias", [[0, "x"]], t, "biases are numbers"),
+            ]
+        ],
+        "effective_token_distribution": [
+            ("logits_not_an_array", "a number is not logits", {"logits": 0.5}, t, "logits"),
+            ("logits_integer_dtype", "logits must be floating",
+             {"logits": typed([0, 0, 0, 0], "int32")}, t, "logits"),
+            ("logits_three_dimensional", "logits are [V] or [R, V]",
+             {"logits": [[[0.0, 0.0]]]}, v, "logits"),
+            ("logits_empty_vocabulary", "V >= 1", {"logits": []}, v, "logits"),
+            ("config_not_a_config", "config must be a SamplerConfig", {"config": None}, t,
+             "config"),
+            ("history_not_a_sequence", "a string is not a token history", {"history": "abc"}, t,
+             "history"),
+            ("history_id_out_of_range", "a Python history id >= V", {"history": [0, 4]}, v,
+             "history"),
+            ("history_id_negative", "a Python history id < 0", {"history": [-1]}, v, "history"),
+            ("history_id_bool", "a bool is not a token id", {"history": [True]}, t, "history"),
+            ("history_id_float", "a float is not a token id", {"history": [1.5]}, t, "history"),
+            ("history_array_float_dtype", "a history array must be integer",
+             {"history": typed([1.0], "float32")}, t, "history"),
+            ("history_array_two_dimensional", "a history array is 1-d",
+             {"history": typed([[1]], "int32")}, v, "history"),
+            ("logit_bias_id_outside_vocabulary", "a logit_bias id >= V",
+             {"config": config_with(logit_bias=[[4, 1.0]])}, v, "logit_bias"),
+            ("draw_from_rows", "one draw needs [V] logits", {"logits": [[0.0, 0.0]],
+                                                             "draw_uniforms": [0.5]}, v, "logits"),
+            ("draw_uniform_one", "a Python uniform must lie in [0, 1)",
+             {"draw_uniforms": [1.0]}, v, "u"),
+            ("draw_uniform_negative", "a Python uniform must lie in [0, 1)",
+             {"draw_uniforms": [-0.5]}, v, "u"),
+        ],
+        "sample_from_distribution": [
+            ("probs_not_an_array", "a number is not probs", {"probs": 0.5}, t, "probs"),
+            ("probs_float16", "probabilities must be float32", {"probs": f16}, t, "probs"),
+            ("probs_bfloat16", "probabilities must be float32",
+             {"probs": typed([0.5, 0.5], "bfloat16")}, t, "probs"),
+            ("probs_int32", "probabilities must be float32",
+             {"probs": typed([1, 1], "int32")}, t, "probs"),
+            ("probs_three_dimensional", "probs are [V] or [R, V]", {"probs": [[[1.0]]]}, v,
+             "probs"),
+            ("probs_empty_vocabulary", "V >= 1", {"probs": []}, v, "probs"),
+            ("u_one", "a Python uniform must lie in [0, 1)", {"u": 1.0}, v, "u"),
+            ("u_negative", "a Python uniform must lie in [0, 1)", {"u": -0.25}, v, "u"),
+            ("u_nan", "a Python uniform must be finite", {"u": "nan"}, v, "u"),
+            ("u_bool", "a bool is not a uniform", {"u": True}, t, "u"),
+            ("u_string", "a string is not a uniform", {"u": "half"}, t, "u"),
+            ("u_integer_array", "a uniform array must be floating",
+             {"probs": [[0.5, 0.5]], "u": typed([0], "int32")}, t, "u"),
+            ("u_rows_mismatch", "[R, V] probs take [R] uniforms",
+             {"probs": [[0.5, 0.5]], "u": [0.5, 0.5]}, v, "u"),
+            ("u_array_for_one_row", "[V] probs take a number or a 0-d array",
+             {"u": [0.5]}, v, "u"),
+        ],
+        "accept_draft_token": [
+            ("p_not_an_array", "a number is not p", {"p": 0.5}, t, "p"),
+            ("p_float16", "probabilities must be float32", {"p": f16}, t, "p"),
+            ("q_float16", "probabilities must be float32", {"q": f16}, t, "q"),
+            ("q_other_vocabulary", "p and q must have the same shape", {"q": [0.5, 0.25, 0.25]},
+             v, "q"),
+            ("p_three_dimensional", "p is [V] or [k, V]", {"p": [[[1.0]]], "q": [[[1.0]]]}, v,
+             "p"),
+            ("token_out_of_range", "a Python token id >= V", {"token": 2}, v, "token"),
+            ("token_negative", "a Python token id < 0", {"token": -1}, v, "token"),
+            ("token_bool", "a bool is not a token id", {"token": False}, t, "token"),
+            ("token_float", "a float is not a token id", {"token": 1.0}, t, "token"),
+            ("token_float_array", "a token array must be integer",
+             {"p": [[0.25, 0.75]], "q": [[0.5, 0.5]], "token": typed([0.0], "float32"),
+              "u": [0.5]}, t, "token"),
+            ("token_rows_mismatch", "[k, V] rows take [k] tokens",
+             {"p": [[0.25, 0.75]], "q": [[0.5, 0.5]], "token": [0, 1], "u": [0.5]}, v, "token"),
+            ("u_one", "a Python uniform must lie in [0, 1)", {"u": 1.0}, v, "u"),
+            ("u_string", "a string is not a uniform", {"u": "half"}, t, "u"),
+        ],
+        "residual_distribution": [
+            ("p_not_an_array", "a number is not p", {"p": 0.5}, t, "p"),
+            ("q_float16", "probabilities must be float32", {"q": f16}, t, "q"),
+            ("q_other_vocabulary", "p and q must have the same shape", {"q": [1.0]}, v, "q"),
+            ("resample_u_one", "a Python uniform must lie in [0, 1)", {"u": [1.0]}, v, "u"),
+        ],
+        "verify_draft_token": [
+            ("rule_not_a_rule", "the rule must be an AcceptanceRule", {"rule": 2}, t, "rule"),
+            ("stochastic_without_q", "stochastic reads q", {"q": None}, v, "q"),
+            ("p_float16", "probabilities must be float32", {"p": f16}, t, "p"),
+            ("q_other_vocabulary", "q is checked against p even where the rule ignores it",
+             {"rule": "sampler-match", "q": [1.0]}, v, "q"),
+            ("p_only_three_dimensional", "p is [V] or [k, V]",
+             {"rule": "greedy-argmax", "p": [[[1.0]]], "q": None}, v, "p"),
+            ("token_out_of_range", "a Python token id >= V", {"token": 2}, v, "token"),
+            ("token_string", "a string is not a token id", {"token": "0"}, t, "token"),
+            ("u_accept_one", "a Python uniform must lie in [0, 1)", {"u_accept": 1.0}, v,
+             "u_accept"),
+            ("u_sample_negative", "a Python uniform must lie in [0, 1)", {"u_sample": -0.5}, v,
+             "u_sample"),
+            ("u_sample_rows_mismatch", "[k, V] rows take [k] uniforms",
+             {"p": [[0.25, 0.75]], "q": [[0.5, 0.5]], "token": [0], "u_accept": [0.5],
+              "u_sample": [0.5, 0.5]}, v, "u_sample"),
+        ],
+        "verify_block": [
+            ("rule_not_a_rule", "the rule must be an AcceptanceRule", {"rule": 2},
+             t, "rule"),
+            ("target_probs_one_dimensional", "target_probs is [k+1, V]",
+             {"target_probs": [0.5, 0.5]}, v, "target_probs"),
+            ("target_probs_float16", "probabilities must be float32",
+             {"target_probs": typed([[0.5, 0.5], [0.5, 0.5]], "float16")}, t, "target_probs"),
+            ("target_probs_rows_not_k_plus_one", "k drafts need k + 1 target rows",
+             {"target_probs": [[0.5, 0.5]]}, v, "target_probs"),
+            ("draft_tokens_not_an_array", "draft_tokens is a [k] array", {"draft_tokens": 0}, t,
+             "draft_tokens"),
+            ("draft_tokens_empty", "k >= 1", {"draft_tokens": [], "target_probs": [[0.5, 0.5]],
+                                              "draft_probs": None, "rule": "sampler-match",
+                                              "uniforms": [[0.5, 0.5]]}, v, "draft_tokens"),
+            ("draft_tokens_float_dtype", "draft ids must be integer",
+             {"draft_tokens": typed([0.0], "float32")}, t, "draft_tokens"),
+            ("uniforms_wrong_shape", "uniforms is [k+1, 2]", {"uniforms": [[0.5, 0.5]]}, v,
+             "uniforms"),
+            ("uniforms_integer_dtype", "uniforms must be floating",
+             {"uniforms": typed([[0, 0], [0, 0]], "int32")}, t, "uniforms"),
+            ("stochastic_without_draft_probs", "stochastic reads draft_probs",
+             {"draft_probs": None}, v, "draft_probs"),
+            ("draft_probs_wrong_shape", "draft_probs is [k, V]",
+             {"draft_probs": [[0.5, 0.5], [0.5, 0.5]]}, v, "draft_probs"),
+            ("draft_probs_float16", "probabilities must be float32",
+             {"draft_probs": typed([[0.5, 0.5]], "float16")}, t, "draft_probs"),
+        ],
+        "rewind_trim": [
+            ("num_draft_zero", "num_draft >= 1", {"num_draft": 0, "num_accepted": 0}, v,
+             "num_draft"),
+            ("num_accepted_above_num_draft", "num_accepted <= num_draft", {"num_accepted": 3},
+             v, "num_accepted"),
+            ("num_accepted_negative", "num_accepted >= 0", {"num_accepted": -1}, v,
+             "num_accepted"),
+            ("num_draft_float", "an integer argument", {"num_draft": 2.0}, t, "num_draft"),
+            ("num_accepted_bool", "a bool is not an integer", {"num_accepted": True}, t,
+             "num_accepted"),
+        ],
+        "acceptance_closed_forms": [
+            ("p_not_an_array", "a number is not p", {"p": 0.5}, t, "p"),
+            ("p_float16", "probabilities must be float32", {"p": f16}, t, "p"),
+            ("q_other_vocabulary", "p and q must have the same shape", {"q": [1.0]}, v, "q"),
+            ("p_three_dimensional", "p is [V] or [k, V]", {"p": [[[1.0]]], "q": [[[1.0]]]}, v,
+             "p"),
+            ("probability_rule_not_a_rule", "acceptance_probability's rule must be a rule",
+             {"rule": 3}, t, "rule"),
+        ],
+        "acceptance_rule": [
+            ("target_config_not_a_config", "target_config must be a SamplerConfig",
+             {"target_config": None}, t, "target_config"),
+            ("drafter_has_distribution_int", "a bool argument", {"drafter_has_distribution": 1},
+             t, "drafter_has_distribution"),
+            ("stochastic_string", "a bool (or None) argument", {"stochastic": "yes"}, t,
+             "stochastic"),
+        ],
+        "expected_tokens_per_round": [
+            ("alphas_not_a_sequence", "a number is not a sequence", {"alphas": 0.5}, t, "alphas"),
+            ("alphas_string", "a string is not a sequence of probabilities", {"alphas": "0.5"},
+             t, "alphas"),
+            ("alpha_above_one", "each alpha lies in [0, 1]", {"alphas": [0.5, 1.5]}, v,
+             "alphas"),
+            ("alpha_nan", "each alpha is finite", {"alphas": ["nan"]}, v, "alphas"),
+            ("alpha_bool", "a bool is not a probability", {"alphas": [True]}, t, "alphas"),
+        ],
+        "expected_speedup": [
+            ("alpha_above_one", "alpha lies in [0, 1]", {"alpha": 1.5}, v, "alpha"),
+            ("alpha_string", "a string is not a probability", {"alpha": "0.5"}, t, "alpha"),
+            ("k_zero", "k >= 1", {"k": 0}, v, "k"),
+            ("k_float", "an integer argument", {"k": 2.0}, t, "k"),
+            ("c_negative", "c >= 0", {"c": -0.25}, v, "c"),
+            ("c_inf", "c is finite", {"c": "inf"}, v, "c"),
+            ("verify_cost_zero", "verify_cost > 0", {"verify_cost": 0.0}, v, "verify_cost"),
+        ],
+    }
+
+
+def error_vectors(family: str) -> list[Vector]:
+    out = []
+    for name, note, changes, kind, argument in error_cases().get(family, []):
+        inputs = base_inputs(family)
+        inputs.update(copy.deepcopy(changes))
+        out.append(error_vector(family, f"error_{name}", note, inputs, kind, argument))
+    return out
+
+
+# --- sampler_config, acceptance_rule, expected_tokens_per_round, expected_speedup ---------
+
+
+def sampler_config_vectors() -> list[Vector]:
+    cases: list[tuple[str, str, SamplerConfig, bool, bool]] = [
+        ("defaults", "every field at its default: not greedy, no history read", config(),
+         False, False),
+        ("temperature_zero_greedy", "temperature 0 is greedy", config(temperature=0.0), True,
+         False),
+        ("top_k_one_greedy", "top_k = 1 is greedy at any temperature",
+         config(temperature=0.7, top_k=1), True, False),
+        ("top_k_two_not_greedy", "top_k = 2 is not greedy", config(top_k=2), False, False),
+        ("tiny_temperature_not_greedy", "only temperature 0 itself is greedy",
+         config(temperature=2.0**-20), False, False),
+        ("presence_reads_history", "a presence penalty reads the history",
+         config(presence_penalty=0.5), False, True),
+        ("repetition_reads_history", "a repetition penalty != 1 reads the history",
+         config(repetition_penalty=1.5), False, True),
+        ("dry_reads_history", "DRY with a positive multiplier reads the history",
+         config(dry_multiplier=0.5), False, True),
+        ("dry_last_n_zero_is_off", "dry_penalty_last_n = 0 turns DRY off",
+         config(dry_multiplier=0.5, dry_penalty_last_n=0), False, False),
+        ("bounds_accepted", "every field at an inclusive bound of its range",
+         config(top_p=1.0, min_p=1.0, repetition_penalty=2.0**-10, repetition_context_size=1,
+                dry_base=1.0, dry_allowed_length=1, dry_penalty_last_n=-1,
+                xtc_probability=1.0, xtc_threshold=0.0, dry_sequence_breakers=(0,),
+                logit_bias={0: -1.0}), False, True),
+    ]
+    out = []
+    for name, note, cfg, greedy, history in cases:
+        check_equal(name, (cfg.is_greedy, cfg.uses_history), (greedy, history))
+        out.append(vector(name, note, {"config": encode_config(cfg)},
+                          {"is_greedy": greedy, "uses_history": history}, 0.0))
+    return out
+
+
+def acceptance_rule_vectors() -> list[Vector]:
+    greedy, tempered = config(temperature=0.0), config(temperature=0.7)
+    cases = [
+        ("greedy_target", "a greedy target gets greedy-argmax, whatever the drafter", greedy,
+         True, True, AcceptanceRule.GREEDY_ARGMAX),
+        ("greedy_target_switch_off", "greedy-argmax also when stochastic is off", greedy, False,
+         False, AcceptanceRule.GREEDY_ARGMAX),
+        ("greedy_by_top_k", "top_k = 1 is greedy", config(top_k=1), True, True,
+         AcceptanceRule.GREEDY_ARGMAX),
+        ("stochastic", "a sampling target and a drafter with q", tempered, True, True,
+         AcceptanceRule.STOCHASTIC),
+        ("no_proposal_distribution", "stochastic enabled, no q: sampler-match under its own id",
+         tempered, False, True, AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION),
+        ("switch_off", "stochastic disabled: sampler-match", tempered, True, False,
+         AcceptanceRule.SAMPLER_MATCH),
+        ("switch_off_without_q", "stochastic disabled and no q: sampler-match", tempered, False,
+         False, AcceptanceRule.SAMPLER_MATCH),
+    ]
+    out = []
+    for name, note, cfg, has_q, stochastic, want in cases:
+        got = acceptance_rule(cfg, drafter_has_distribution=has_q, stochastic=stochastic)
+        check_equal(name, got, want)
+        out.append(vector(name, note, {"target_config": encode_config(cfg),
+                                       "drafter_has_distribution": has_q,
+                                       "stochastic": stochastic}, {"rule": got.value}, 0.0))
+    return out
+
+
+DOUBLE_ATOL = 1e-12
+"""The tolerance of a float64 closed form whose value is not exact in binary."""
+
+
+def expected_tokens_per_round_vectors() -> list[Vector]:
+    cases = [
+        ("no_drafts", "k = 0: the round emits one token", []),
+        ("two_halves", "1 + 1/2 + 1/4", [0.5, 0.5]),
+        ("all_accepted", "alpha = 1 everywhere: k + 1 tokens", [1.0, 1.0, 1.0]),
+        ("zero_stops", "a zero ends the products", [0.75, 0.0, 1.0]),
+        ("dyadic_mixed", "1 + 3/4 + 3/8 + 3/32", [0.75, 0.5, 0.25]),
+        ("decimal_alphas", "not exact in binary: compared within 1e-12", [0.9, 0.8, 0.7, 0.6]),
+    ]
+    out = []
+    for name, note, alphas in cases:
+        want, survival = Fraction(1), Fraction(1)
+        for alpha in alphas:
+            survival *= Fraction(alpha)
+            want += survival
+        got = expected_tokens_per_round(alphas)
+        atol = 0.0 if Fraction(got) == want else DOUBLE_ATOL
+        check_close(name, [got], [float(want)], atol)
+        out.append(vector(name, note, {"alphas": list(alphas)}, {"tokens": got}, atol))
+    return out
+
+
+def expected_speedup_vectors() -> list[Vector]:
+    cases = [
+        ("free_drafter", "c = 0: the speedup is the tokens per round", 0.5, 2, 0.0, 1.0),
+        ("docstring_example", "alpha = 1, k = 3, c = 1/4: 4 / 1.75", 1.0, 3, 0.25, 1.0),
+        ("no_acceptance", "alpha = 0: one token per round costs k c + 1", 0.0, 4, 0.125, 1.0),
+        ("verify_cost", "a (k+1)-token verify costing 1.5 forwards", 0.75, 2, 0.25, 1.5),
+        ("decimal_inputs", "not exact in binary: compared within 1e-12", 0.8, 5, 0.05, 1.2),
+    ]
+    out = []
+    for name, note, alpha, k, c, cost in cases:
+        tokens, survival = Fraction(1), Fraction(1)
+        for _ in range(k):
+            survival *= Fraction(alpha)
+            tokens += survival
+        want = tokens / (k * Fraction(c) + Fraction(cost))
+        got = expected_speedup(alpha, k, c, verify_cost=cost)
+        atol = 0.0 if Fraction(got) == want else DOUBLE_ATOL
+        check_close(name, [got], [float(want)], atol)
+        out.append(vector(name, note, {"alpha": alpha, "k": k, "c": c, "verify_cost": cost},
+                          {"speedup": got}, atol))
+    return out
+
+
 # --- the files ------------------------------------------------------------------------------
 
 FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
+    "sampler_config": (
+        ["SamplerConfig"], "config -> is_greedy, uses_history; or the error of a bad field",
+        sampler_config_vectors,
+    ),
     "effective_token_distribution": (
         ["effective_token_distribution", "sample_token_with_distribution"],
         "logits, config and history -> probs; each draw_uniforms[j] -> draw_tokens[j] "
@@ -1008,12 +1646,24 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
         "p, q -> sum_min, sum_prod, total_variation, acceptance_probability per rule id",
         acceptance_closed_forms_vectors,
     ),
+    "acceptance_rule": (
+        ["acceptance_rule"], "target_config, drafter_has_distribution, stochastic -> rule id",
+        acceptance_rule_vectors,
+    ),
+    "expected_tokens_per_round": (
+        ["expected_tokens_per_round"], "alphas -> tokens (float64)",
+        expected_tokens_per_round_vectors,
+    ),
+    "expected_speedup": (
+        ["expected_speedup"], "alpha, k, c, verify_cost -> speedup (float64)",
+        expected_speedup_vectors,
+    ),
 }
 
 
 def build(family: str) -> str:
     functions, description, make = FAMILIES[family]
-    vectors = make()
+    vectors = make() + error_vectors(family)
     names = [v["name"] for v in vectors]
     if len(set(map(str, names))) != len(names):
         raise GenerationError(f"{family}: duplicate vector names")

@@ -1,0 +1,567 @@
+"""The speculative-acceptance spec, ported to NumPy from the pages of spec/ alone.
+
+A second implementation, written the way an engine team would write theirs: every function
+below follows its spec page (spec/<name>.md), in float32, in the operation order of
+spec/index.md ("Float32 operation order"), and rejects what spec/index.md ("Validation") says
+a port must reject, raising `ArgumentTypeError` or `ArgumentValueError` (subclasses of
+`TypeError` and `ValueError`) that carry the `argument` they name. It imports no MLX.
+
+`serve.py` puts it behind the JSON-line protocol of spec/vectors/schema.md, so that
+``specaccept vectors check --port "python examples/numpy_port/serve.py"`` replays every golden
+vector through it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+F32 = np.float32
+NEG_INF = F32(-np.inf)
+DRY_PENALTY_CAP = F32(1e30)
+RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-proposal-distribution")
+STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
+
+Array = NDArray[Any]
+
+
+# --- validation (spec/index.md, "Validation") ---------------------------------------------
+
+
+class ArgumentTypeError(TypeError):
+    """An argument of the wrong type or dtype."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class ArgumentValueError(ValueError):
+    """An argument of the wrong shape, or out of range."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def is_real(value: object) -> bool:
+    return (isinstance(value, int | float | np.integer | np.floating)
+            and not isinstance(value, bool | np.bool_))
+
+
+def require_array(name: str, value: object) -> Array:
+    if not isinstance(value, np.ndarray):
+        raise ArgumentTypeError(name, f"{name} must be an array, got {type(value).__name__}")
+    return value
+
+
+def require_probabilities(name: str, value: object, ndims: tuple[int, ...]) -> Array:
+    array = require_array(name, value)
+    if array.ndim not in ndims:
+        raise ArgumentValueError(name, f"{name} must have rank {ndims}, got {array.shape}")
+    if array.dtype != np.float32:
+        raise ArgumentTypeError(name, f"{name} must be float32, got {array.dtype}")
+    if array.shape[-1] < 1:
+        raise ArgumentValueError(name, f"{name} must have a non-empty vocabulary axis")
+    return array
+
+
+def require_same_shape(name: str, a: Array, b: Array) -> None:
+    if a.shape != b.shape:
+        raise ArgumentValueError(name, f"p and {name} must have the same shape")
+
+
+def uniform(name: str, value: object, batch_shape: tuple[int, ...]) -> Array:
+    if isinstance(value, bool | np.bool_):
+        raise ArgumentTypeError(name, f"{name} must be a number, got a bool")
+    if is_real(value):
+        number = float(value)  # type: ignore[arg-type]
+        if not (math.isfinite(number) and 0.0 <= number < 1.0):
+            raise ArgumentValueError(name, f"{name} must lie in [0, 1), got {number}")
+        return np.full(batch_shape, number, dtype=F32)
+    if isinstance(value, np.ndarray):
+        if not np.issubdtype(value.dtype, np.floating):
+            raise ArgumentTypeError(name, f"{name} must be a floating array")
+        if value.shape != batch_shape:
+            raise ArgumentValueError(name, f"{name} must have shape {batch_shape}")
+        return value.astype(F32)
+    raise ArgumentTypeError(name, f"{name} must be a number or an array")
+
+
+def token_id(name: str, value: object, vocab_size: int, batch_shape: tuple[int, ...]) -> Array:
+    if isinstance(value, bool | np.bool_):
+        raise ArgumentTypeError(name, f"{name} must be a token id, got a bool")
+    if is_int(value):
+        number = int(value)  # type: ignore[call-overload]
+        if not 0 <= number < vocab_size:
+            raise ArgumentValueError(name, f"{name} must lie in [0, {vocab_size}), got {number}")
+        return np.full(batch_shape, number, dtype=np.int32)
+    if isinstance(value, np.ndarray):
+        if not np.issubdtype(value.dtype, np.integer):
+            raise ArgumentTypeError(name, f"{name} must be an integer array")
+        if value.shape != batch_shape:
+            raise ArgumentValueError(name, f"{name} must have shape {batch_shape}")
+        return value.astype(np.int32)
+    raise ArgumentTypeError(name, f"{name} must be an int or an array")
+
+
+def token_history(name: str, value: object, vocab_size: int) -> Array:
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise ArgumentValueError(name, f"{name} must be 1-d")
+        if value.size and not np.issubdtype(value.dtype, np.integer):
+            raise ArgumentTypeError(name, f"{name} must be an integer array")
+        return value.astype(np.int32)
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(name, f"{name} must be a sequence of token ids")
+    ids = [int(token_id(name, item, vocab_size, ())) for item in value]
+    return np.array(ids, dtype=np.int32)
+
+
+def real(name: str, value: object) -> float:
+    if not is_real(value):
+        raise ArgumentTypeError(name, f"{name} must be a real number, got {value!r}")
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ArgumentValueError(name, f"{name} must be finite, got {number}")
+    return number
+
+
+def integer(name: str, value: object) -> int:
+    if not is_int(value):
+        raise ArgumentTypeError(name, f"{name} must be an int, got {value!r}")
+    assert isinstance(value, int | np.integer)
+    return int(value)
+
+
+# --- SamplerConfig (spec/sampler_config.md) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    repetition_context_size: int = 20
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    dry_sequence_breakers: tuple[int, ...] = ()
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
+                     "presence_penalty", "dry_multiplier", "dry_base", "xtc_probability",
+                     "xtc_threshold"):
+            real(name, getattr(self, name))
+        for name in ("top_k", "repetition_context_size", "dry_allowed_length",
+                     "dry_penalty_last_n"):
+            integer(name, getattr(self, name))
+        checks = [
+            ("temperature", self.temperature >= 0.0),
+            ("top_k", self.top_k >= 0),
+            ("top_p", 0.0 < self.top_p <= 1.0),
+            ("min_p", 0.0 <= self.min_p <= 1.0),
+            ("repetition_penalty", self.repetition_penalty > 0.0),
+            ("repetition_context_size", self.repetition_context_size >= 1),
+            ("dry_multiplier", self.dry_multiplier >= 0.0),
+            ("dry_base", self.dry_base >= 1.0),
+            ("dry_allowed_length", self.dry_allowed_length >= 1),
+            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1),
+            ("xtc_probability", 0.0 <= self.xtc_probability <= 1.0),
+            ("xtc_threshold", 0.0 <= self.xtc_threshold <= 1.0),
+        ]
+        for name, ok in checks:
+            if not ok:
+                raise ArgumentValueError(name, f"{name} is out of range: {getattr(self, name)}")
+        if not isinstance(self.dry_sequence_breakers, tuple):
+            raise ArgumentTypeError("dry_sequence_breakers", "dry_sequence_breakers: a tuple")
+        for breaker in self.dry_sequence_breakers:
+            if integer("dry_sequence_breakers", breaker) < 0:
+                raise ArgumentValueError("dry_sequence_breakers", "breaker ids are >= 0")
+        if not isinstance(self.logit_bias, Mapping):
+            raise ArgumentTypeError("logit_bias", "logit_bias must be a mapping")
+        bias = {}
+        for token, value in self.logit_bias.items():
+            if integer("logit_bias", token) < 0:
+                raise ArgumentValueError("logit_bias", "logit_bias ids are >= 0")
+            bias[int(token)] = real("logit_bias", value)
+        object.__setattr__(self, "logit_bias", bias)
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
+
+    @property
+    def uses_history(self) -> bool:
+        return (self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0
+                or self.presence_penalty != 0.0
+                or (self.dry_multiplier > 0.0 and self.dry_penalty_last_n != 0))
+
+
+# --- effective_token_distribution (spec/effective_token_distribution.md) ----------------
+
+
+def softmax(z: Array) -> Array:
+    """exp(z - max z) * (1 / sum), row by row, in float32."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        e = np.exp(z - z.max(axis=-1, keepdims=True)).astype(F32)
+        total = e.sum(axis=-1, keepdims=True, dtype=F32)
+        return np.asarray(e * (F32(1) / total), dtype=F32)
+
+
+def apply_logit_bias(logits: Array, bias: Mapping[int, float]) -> Array:
+    vocab_size = logits.shape[-1]
+    for token in bias:
+        if token >= vocab_size:
+            raise ArgumentValueError("logit_bias", f"logit_bias key {token} is outside [0, V)")
+    added = np.zeros(vocab_size, dtype=F32)
+    for token, value in bias.items():
+        added[token] += F32(value)
+    return (logits + added).astype(F32)
+
+
+def apply_repetition_penalties(logits: Array, history: Array, cfg: SamplerConfig) -> Array:
+    vocab_size = logits.shape[-1]
+    recent = history[-cfg.repetition_context_size:]
+    counts = np.zeros(vocab_size, dtype=F32)
+    np.add.at(counts, recent, F32(1))
+    seen = counts > 0
+    if cfg.repetition_penalty != 1.0:
+        rho = F32(cfg.repetition_penalty)
+        penalised = np.where(logits > 0, logits / rho, logits * rho)
+        logits = np.where(seen, penalised, logits).astype(F32)
+    logits = (logits - counts * F32(cfg.frequency_penalty)).astype(F32)
+    return np.asarray(logits - seen.astype(F32) * F32(cfg.presence_penalty), dtype=F32)
+
+
+def dry_penalty(history: Array, cfg: SamplerConfig, vocab_size: int) -> Array:
+    window = history if cfg.dry_penalty_last_n == -1 else history[-cfg.dry_penalty_last_n:]
+    n = len(window)
+    if n < 2:
+        return np.zeros(vocab_size, dtype=F32)
+    breakers = set(cfg.dry_sequence_breakers)
+    longest = np.zeros(vocab_size, dtype=F32)
+    for i in range(1, n):
+        candidate = int(window[i])
+        length = 0
+        if candidate not in breakers:  # a candidate that is itself a breaker has L = 0
+            while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers
+                   and window[i - 1 - length] == window[n - 1 - length]):
+                length += 1
+        longest[candidate] = max(longest[candidate], F32(length))
+    exponent = (longest - F32(cfg.dry_allowed_length)).astype(F32)
+    with np.errstate(over="ignore"):
+        penalty = (F32(cfg.dry_multiplier) * np.power(F32(cfg.dry_base), exponent)).astype(F32)
+    penalty = np.minimum(penalty, DRY_PENALTY_CAP)
+    return np.where(longest >= cfg.dry_allowed_length, penalty, F32(0)).astype(F32)
+
+
+def xtc_cut(logits: Array, threshold: float) -> Array:
+    probs = softmax(logits)
+    above = (probs >= F32(threshold)) & (probs > 0)
+    smallest = np.where(above, probs, F32(2)).min(axis=-1, keepdims=True)
+    count = above.sum(axis=-1, keepdims=True)
+    cut = above & (probs > smallest) & (count >= 2)
+    return np.where(cut, NEG_INF, logits).astype(F32)
+
+
+def filtered_distribution(logits: Array, cfg: SamplerConfig) -> Array:
+    vocab_size = logits.shape[-1]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        z = ((logits - logits.max(axis=-1, keepdims=True)) / F32(cfg.temperature)).astype(F32)
+    if 0 < cfg.top_k < vocab_size:
+        kth_largest = -np.sort(-z, axis=-1)[..., cfg.top_k - 1: cfg.top_k]
+        z = np.where(z >= kth_largest, z, NEG_INF).astype(F32)
+    if cfg.top_p < 1.0:
+        probs = softmax(z)
+        descending = -np.sort(-probs, axis=-1)
+        below = (np.cumsum(descending, axis=-1, dtype=F32) < F32(cfg.top_p)).sum(
+            axis=-1, keepdims=True)
+        cutoff = np.take_along_axis(descending, np.minimum(below, vocab_size - 1), axis=-1)
+        z = np.where(probs >= cutoff, z, NEG_INF).astype(F32)
+    if cfg.min_p > 0.0:
+        probs = softmax(z)
+        floor = F32(cfg.min_p) * probs.max(axis=-1, keepdims=True)
+        z = np.where(probs >= floor, z, NEG_INF).astype(F32)
+    return softmax(z)
+
+
+def one_hot_argmax(logits: Array) -> Array:
+    winner = np.argmax(logits, axis=-1)[..., None]
+    return np.asarray(np.arange(logits.shape[-1]) == winner, dtype=F32)
+
+
+def effective_token_distribution(logits: object, config: object,
+                                 history: object = ()) -> Array:
+    logits = require_array("logits", logits)
+    if logits.ndim not in (1, 2) or logits.shape[-1] < 1:
+        raise ArgumentValueError("logits", f"logits must be [V] or [R, V], got {logits.shape}")
+    if not np.issubdtype(logits.dtype, np.floating):
+        raise ArgumentTypeError("logits", "logits must be floating")
+    if not isinstance(config, SamplerConfig):
+        raise ArgumentTypeError("config", "config must be a SamplerConfig")
+    vocab_size = logits.shape[-1]
+    tokens = token_history("history", history, vocab_size)
+    out = logits.astype(F32)
+    if config.logit_bias:
+        out = apply_logit_bias(out, config.logit_bias)
+    if config.repetition_penalty != 1.0 or config.frequency_penalty or config.presence_penalty:
+        out = apply_repetition_penalties(out, tokens, config)
+    if config.dry_multiplier > 0.0 and config.dry_penalty_last_n != 0:
+        out = (out - dry_penalty(tokens, config, vocab_size)).astype(F32)
+    if config.is_greedy:
+        return one_hot_argmax(out)
+    if config.xtc_probability == 0.0:
+        return filtered_distribution(out, config)
+    cut = filtered_distribution(xtc_cut(out, config.xtc_threshold), config)
+    if config.xtc_probability == 1.0:
+        return cut
+    uncut = filtered_distribution(out, config)
+    keep = F32(1.0 - config.xtc_probability)
+    return (keep * uncut + F32(config.xtc_probability) * cut).astype(F32)
+
+
+# --- the draw (spec/sample_from_distribution.md, sample_token_with_distribution.md) --------
+
+
+def sample_from_distribution(probs: object, u: object) -> Array:
+    probs = require_probabilities("probs", probs, (1, 2))
+    uniforms = uniform("u", u, probs.shape[:-1])
+    vocab_size = probs.shape[-1]
+    positive = probs > 0
+    partial_sums = np.cumsum(probs, axis=-1, dtype=F32)
+    target = uniforms[..., None] * partial_sums[..., -1:]
+    eligible = (partial_sums > target) & positive
+    first_eligible = np.argmax(eligible, axis=-1)
+    last_positive = vocab_size - 1 - np.argmax(positive[..., ::-1], axis=-1)
+    return np.asarray(np.where(eligible.any(axis=-1), first_eligible, last_positive),
+                      dtype=np.int32)
+
+
+def sample_token_with_distribution(logits: object, config: object, history: object,
+                                   u: object) -> tuple[Array, Array]:
+    probs = effective_token_distribution(logits, config, history)
+    if probs.ndim != 1:
+        raise ArgumentValueError("logits", "logits must be [V] for one draw")
+    return sample_from_distribution(probs, u), probs
+
+
+# --- modified rejection sampling (accept_draft_token.md, residual_*.md) --------------------
+
+
+def pair(p: object, q: object) -> tuple[Array, Array]:
+    p = require_probabilities("p", p, (1, 2))
+    q = require_probabilities("q", q, (1, 2))
+    require_same_shape("q", p, q)
+    return p, q
+
+
+def at(probs: Array, token: Array) -> Array:
+    return np.take_along_axis(probs, token[..., None].astype(np.intp), axis=-1)[..., 0]
+
+
+def accept_draft_token(p: object, q: object, token: object, u: object) -> Array:
+    p, q = pair(p, q)
+    batch = p.shape[:-1]
+    t = token_id("token", token, p.shape[-1], batch)
+    uniforms = uniform("u", u, batch)
+    p_t, q_t = at(p, t), at(q, t)
+    return (p_t > 0) & (uniforms * q_t <= p_t)
+
+
+def residual_distribution(p: object, q: object) -> Array:
+    p, q = pair(p, q)
+    excess = np.maximum(p - q, F32(0))
+    mass = excess.sum(axis=-1, keepdims=True, dtype=F32)
+    has_mass = mass > 0
+    return np.where(has_mass, excess / np.where(has_mass, mass, F32(1)), p).astype(F32)
+
+
+def residual_resample(p: object, q: object, u: object) -> Array:
+    return sample_from_distribution(residual_distribution(p, q), u)
+
+
+# --- the rules (acceptance_rule*.md, verify_draft_token.md, verify_block.md) --------------
+
+
+def require_rule(rule: object) -> str:
+    if not isinstance(rule, str) or rule not in RULES:
+        raise ArgumentTypeError("rule", f"rule must be a rule id, got {rule!r}")
+    return rule
+
+
+def acceptance_rule(target_config: object, *, drafter_has_distribution: object,
+                    stochastic: object = None) -> str:
+    if not isinstance(target_config, SamplerConfig):
+        raise ArgumentTypeError("target_config", "target_config must be a SamplerConfig")
+    if not isinstance(drafter_has_distribution, bool):
+        raise ArgumentTypeError("drafter_has_distribution", "drafter_has_distribution: a bool")
+    if stochastic is not None and not isinstance(stochastic, bool):
+        raise ArgumentTypeError("stochastic", "stochastic must be a bool or None")
+    if stochastic is None:
+        raw = os.environ.get(STOCHASTIC_ACCEPT_ENV, "1").strip().lower()
+        if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+            raise ArgumentValueError("stochastic", f"{STOCHASTIC_ACCEPT_ENV} is {raw!r}")
+        stochastic = raw in {"1", "true", "yes", "on"}
+    if target_config.is_greedy:
+        return "greedy-argmax"
+    if not stochastic:
+        return "sampler-match"
+    return "stochastic" if drafter_has_distribution else "sampler-match-no-proposal-distribution"
+
+
+class Verdict(NamedTuple):
+    accepted: Array
+    token: Array
+
+
+def verify(rule: str, p: Array, q: Array | None, token: Array, u_accept: Array,
+           u_sample: Array) -> Verdict:
+    if rule == "greedy-argmax":
+        emitted = np.argmax(p, axis=-1).astype(np.int32)
+        return Verdict(emitted == token, emitted)
+    if rule == "stochastic":
+        assert q is not None
+        accepted = accept_draft_token(p, q, token, u_accept)
+        replacement = residual_resample(p, q, u_sample)
+        return Verdict(accepted, np.where(accepted, token, replacement).astype(np.int32))
+    draw = sample_from_distribution(p, u_sample)
+    return Verdict(draw == token, draw)
+
+
+def verify_draft_token(rule: object, p: object, q: object, token: object, u_accept: object,
+                       u_sample: object) -> Verdict:
+    rule = require_rule(rule)
+    if q is None:
+        if rule == "stochastic":
+            raise ArgumentValueError("q", "q is required by the stochastic rule")
+        p = require_probabilities("p", p, (1, 2))
+    else:
+        p, q = pair(p, q)
+    batch = p.shape[:-1]
+    t = token_id("token", token, p.shape[-1], batch)
+    ua = uniform("u_accept", u_accept, batch)
+    us = uniform("u_sample", u_sample, batch)
+    return verify(rule, p, q, t, ua, us)
+
+
+def verify_block(rule: object, target_probs: object, draft_probs: object, draft_tokens: object,
+                 uniforms: object) -> tuple[int, int]:
+    rule = require_rule(rule)
+    target = require_probabilities("target_probs", target_probs, (2,))
+    tokens_in = require_array("draft_tokens", draft_tokens)
+    if tokens_in.ndim != 1 or tokens_in.shape[0] < 1:
+        raise ArgumentValueError("draft_tokens", "draft_tokens must be [k] with k >= 1")
+    k, vocab_size = tokens_in.shape[0], target.shape[1]
+    if target.shape[0] != k + 1:
+        raise ArgumentValueError("target_probs", "target_probs must be [k+1, V]")
+    tokens = token_id("draft_tokens", tokens_in, vocab_size, (k,))
+    u_in = require_array("uniforms", uniforms)
+    if u_in.shape != (k + 1, 2):
+        raise ArgumentValueError("uniforms", "uniforms must be [k+1, 2]")
+    u = uniform("uniforms", u_in, (k + 1, 2))
+    draft: Array | None = None
+    if draft_probs is None:
+        if rule == "stochastic":
+            raise ArgumentValueError("draft_probs", "draft_probs is required by stochastic")
+    else:
+        draft = require_probabilities("draft_probs", draft_probs, (2,))
+        if draft.shape != (k, vocab_size):
+            raise ArgumentValueError("draft_probs", "draft_probs must be [k, V]")
+    if rule == "greedy-argmax":
+        candidates = np.argmax(target, axis=-1).astype(np.int32)
+        accepted = candidates[:k] == tokens
+    elif rule == "stochastic":
+        assert draft is not None
+        accepted = accept_draft_token(target[:k], draft, tokens, u[:k, 0])
+        rows = np.concatenate([residual_distribution(target[:k], draft), target[k:]])
+        candidates = sample_from_distribution(rows, u[:, 1])
+    else:
+        candidates = sample_from_distribution(target, u[:, 1])
+        accepted = candidates[:k] == tokens
+    num_accepted = int(np.cumprod(accepted.astype(np.int32)).sum())
+    return num_accepted, int(candidates[num_accepted])
+
+
+# --- rewind_trim (spec/rewind_trim.md) -----------------------------------------------------
+
+
+def rewind_trim(num_draft: object, num_accepted: object) -> tuple[int, int, bool]:
+    n = integer("num_draft", num_draft)
+    a = integer("num_accepted", num_accepted)
+    if n < 1:
+        raise ArgumentValueError("num_draft", "num_draft must be >= 1")
+    if not 0 <= a <= n:
+        raise ArgumentValueError("num_accepted", "num_accepted must lie in [0, num_draft]")
+    if a == n:
+        return 0, 0, True
+    return n - a, n - a - 1, False
+
+
+# --- closed forms (acceptance_closed_forms.md ... expected_speedup.md) -------------------
+
+
+def acceptance_closed_forms(p: object, q: object) -> tuple[Array, Array, Array]:
+    p, q = pair(p, q)
+    return (np.minimum(p, q).sum(axis=-1, dtype=F32), (p * q).sum(axis=-1, dtype=F32),
+            F32(0.5) * np.abs(p - q).sum(axis=-1, dtype=F32))
+
+
+def acceptance_probability(rule: object, p: object, q: object) -> Array:
+    rule = require_rule(rule)
+    sum_min, sum_prod, _ = acceptance_closed_forms(p, q)
+    if rule == "stochastic":
+        return sum_min
+    if rule == "greedy-argmax":
+        assert isinstance(p, np.ndarray) and isinstance(q, np.ndarray)
+        return at(q, np.argmax(p, axis=-1))
+    return sum_prod
+
+
+def probability(name: str, value: object) -> float:
+    number = real(name, value)
+    if not 0.0 <= number <= 1.0:
+        raise ArgumentValueError(name, f"{name} must lie in [0, 1]")
+    return number
+
+
+def expected_tokens_per_round(alphas: object) -> float:
+    if isinstance(alphas, str | bytes) or not isinstance(alphas, Sequence):
+        raise ArgumentTypeError("alphas", "alphas must be a sequence of probabilities")
+    expected, survival = 1.0, 1.0
+    for alpha in alphas:
+        survival *= probability("alphas", alpha)
+        expected += survival
+    return expected
+
+
+def expected_speedup(alpha: object, k: object, c: object, *, verify_cost: object = 1.0) -> float:
+    a = probability("alpha", alpha)
+    steps = integer("k", k)
+    if steps < 1:
+        raise ArgumentValueError("k", "k must be >= 1")
+    cost = real("c", c)
+    if cost < 0:
+        raise ArgumentValueError("c", "c must be >= 0")
+    verify = real("verify_cost", verify_cost)
+    if verify <= 0:
+        raise ArgumentValueError("verify_cost", "verify_cost must be > 0")
+    return expected_tokens_per_round([a] * steps) / (steps * cost + verify)

@@ -1,0 +1,271 @@
+"""`specaccept vectors check`: replay the golden vectors through a port in any language.
+
+The port is a command that speaks the line protocol of spec/vectors/schema.md ("Replaying a
+port"): for every vector it reads one request line on stdin,
+``{"family": ..., "name": ..., "input": {...}}``, and writes one answer line on stdout,
+``{"output": {...}}`` or ``{"error": {"kind": ..., "argument": ...}}``. This module sends the
+requests one at a time, compares each answer with the vector (ids and booleans exactly, reals
+within the vector's ``atol``, an error by kind and argument), and prints per file how many
+cases passed and the first mismatch with both values. It needs no MLX.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import queue
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["FileReport", "add_parser", "answer_mismatch", "check_port", "default_vectors_dir"]
+
+
+@dataclass
+class FileReport:
+    """What replaying one vectors file through a port found."""
+
+    file: str
+    cases: int = 0
+    passed: int = 0
+    first_mismatch: str | None = None
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return self.cases - self.passed
+
+
+def add_parser(commands: Any) -> None:
+    """Register `vectors` (with its `check` action) on the subparsers action `commands`."""
+    vectors: argparse.ArgumentParser = commands.add_parser(
+        "vectors", help="replay the golden vectors through a port"
+    )
+    actions = vectors.add_subparsers(dest="action", required=True)
+    check = actions.add_parser(
+        "check", help="stream every vector to a port's stdin and compare its answers",
+        description="Stream every golden vector as one JSON line to the port's stdin, read one "
+        "JSON line back per vector, and report per file the cases, passed and failed, and the "
+        "first mismatch with both values. Exit status 0 when every vector passes, 1 otherwise.",
+    )
+    check.add_argument("--port", required=True, metavar="CMD",
+                       help="the port's command line, split like a shell does (no shell runs)")
+    check.add_argument("--vectors", type=Path, default=None, metavar="DIR",
+                       help="the vectors folder (default: spec/vectors of this checkout)")
+    check.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="seconds to wait for each answer (default: 60)")
+    check.add_argument("--all-mismatches", action="store_true",
+                       help="print every mismatch, not only the first of each file")
+    check.set_defaults(handler=run_check)
+
+
+def default_vectors_dir() -> Path:
+    """spec/vectors of the current directory, else of the checkout this package lives in."""
+    for candidate in (Path.cwd() / "spec" / "vectors",
+                      Path(__file__).resolve().parents[3] / "spec" / "vectors"):
+        if candidate.is_dir():
+            return candidate
+    raise ValueError("no spec/vectors folder here or in this checkout: pass --vectors DIR")
+
+
+def load_files(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    files = sorted(p for p in directory.glob("*.json") if p.name != "schema.json")
+    if not files:
+        raise ValueError(f"--vectors {directory}: no vectors files (*.json) there")
+    loaded = []
+    for path in files:
+        try:
+            document = json.loads(path.read_text("utf-8"))
+            vectors = list(document["vectors"])
+            family = str(document["family"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not a vectors file ({error})") from error
+        loaded.append((path.name, [{"family": family, **v} for v in vectors]))
+    return loaded
+
+
+def show(value: object) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=True)
+
+
+def value_mismatch(where: str, got: object, want: object, atol: float) -> str | None:
+    """Where `got` differs from `want`: ids, booleans and strings exactly, reals within atol."""
+    if isinstance(want, bool):
+        ok = isinstance(got, bool) and got == want
+    elif isinstance(want, int):
+        ok = isinstance(got, int) and not isinstance(got, bool) and got == want
+    elif isinstance(want, float):
+        ok = (isinstance(got, int | float) and not isinstance(got, bool)
+              and math.isfinite(float(got)) and abs(float(got) - want) <= atol)
+    elif isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return f"{where}: port {show(got)}, expected {show(want)}"
+        for index, (g, w) in enumerate(zip(got, want, strict=True)):
+            found = value_mismatch(f"{where}[{index}]", g, w, atol)
+            if found is not None:
+                return found
+        return None
+    elif isinstance(want, dict):
+        if not isinstance(got, dict) or sorted(got) != sorted(want):
+            return f"{where}: port {show(got)}, expected {show(want)}"
+        for key in sorted(want):
+            found = value_mismatch(f"{where}.{key}", got[key], want[key], atol)
+            if found is not None:
+                return found
+        return None
+    else:
+        ok = got == want
+    if ok:
+        return None
+    tolerance = f" (atol {atol})" if isinstance(want, float) else ""
+    return f"{where}: port {show(got)}, expected {show(want)}{tolerance}"
+
+
+def answer_mismatch(vector: dict[str, Any], answer: object) -> str | None:
+    """Why `answer` does not match `vector`, or None when it does."""
+    if not isinstance(answer, dict):
+        return f"the answer is not a JSON object: {show(answer)}"
+    if "error" in vector:
+        if "error" not in answer:
+            return (f"the port returned {show(answer.get('output'))}, expected the error "
+                    f"{show(vector['error'])}")
+        return value_mismatch("error", answer["error"], vector["error"], 0.0)
+    if "output" not in answer:
+        return f"the port answered {show(answer)}, expected an output"
+    return value_mismatch("output", answer["output"], vector["expected"], float(vector["atol"]))
+
+
+class Port:
+    """The port's process: one request line out, one answer line back."""
+
+    def __init__(self, command: str, timeout: float) -> None:
+        argv = shlex.split(command)
+        if not argv:
+            raise ValueError("--port is empty")
+        try:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                encoding="utf-8",
+            )
+        except OSError as error:
+            raise ValueError(f"--port {command!r} does not start: {error}") from error
+        self.timeout = timeout
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def ask(self, request: dict[str, Any]) -> object:
+        """Send one request; return the parsed answer line."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(request, allow_nan=False) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise PortGone(f"the port stopped reading its input ({error})") from error
+        try:
+            line = self.lines.get(timeout=self.timeout)
+        except queue.Empty as error:
+            raise PortGone(f"no answer within {self.timeout:g} s") from error
+        if line is None:
+            raise PortGone(f"the port exited (status {self.process.wait()}) without answering")
+        try:
+            answer: object = json.loads(line)
+        except ValueError:
+            return {"unparsable": line.rstrip("\n")}
+        return answer
+
+    def close(self, *, force: bool = False) -> None:
+        """End the port: close its input and let it exit, or kill it at once if `force`."""
+        if force:
+            self.process.kill()
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):  # a port that died has closed the pipe
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class PortGone(RuntimeError):
+    """The port exited, closed its input, or did not answer in time."""
+
+
+def check_port(command: str, directory: Path, timeout: float) -> tuple[list[FileReport], str]:
+    """Replay every vector of `directory` through `command`.
+
+    Returns one report per file and, when the port stopped answering, why ('' otherwise).
+    """
+    files = load_files(directory)
+    port = Port(command, timeout)
+    reports: list[FileReport] = []
+    stopped = ""
+    try:
+        for name, vectors in files:
+            report = FileReport(name)
+            reports.append(report)
+            for vector in vectors:
+                request = {"family": vector["family"], "name": vector["name"],
+                           "input": vector["input"]}
+                try:
+                    answer = port.ask(request)
+                except PortGone as gone:
+                    stopped = f"{name}: {vector['name']}: {gone}"
+                    return reports, stopped
+                report.cases += 1
+                found = answer_mismatch(vector, answer)
+                if found is None:
+                    report.passed += 1
+                    continue
+                line = f"{vector['name']}: {found}"
+                report.mismatches.append(line)
+                if report.first_mismatch is None:
+                    report.first_mismatch = line
+    finally:
+        port.close(force=bool(stopped))
+    return reports, ""
+
+
+def print_reports(reports: Sequence[FileReport], stopped: str, every: bool, out: TextIO) -> int:
+    width = max([len(r.file) for r in reports] + [4])
+    print(f"{'file':<{width}}  {'cases':>6}  {'passed':>6}  {'failed':>6}", file=out)
+    for r in reports:
+        print(f"{r.file:<{width}}  {r.cases:>6}  {r.passed:>6}  {r.failed:>6}", file=out)
+    for r in reports:
+        for line in (r.mismatches if every else r.mismatches[:1]):
+            label = "mismatch" if every else "first mismatch"
+            print(f"{label} in {r.file}: {line}", file=out)
+    cases = sum(r.cases for r in reports)
+    failed = sum(r.failed for r in reports)
+    if stopped:
+        print(f"stopped: {stopped}", file=out)
+        return 1
+    if failed:
+        print(f"{failed} of {cases} vectors failed", file=out)
+        return 1
+    print(f"all {cases} vectors passed", file=out)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
+    directory = args.vectors if args.vectors is not None else default_vectors_dir()
+    if not directory.is_dir():
+        raise ValueError(f"--vectors {directory}: no such folder")
+    reports, stopped = check_port(args.port, directory, args.timeout)
+    return print_reports(reports, stopped, args.all_mismatches, sys.stdout)

@@ -1,0 +1,301 @@
+"""Each rule the spec states is pinned by a vector: a port with the gap fails that vector.
+
+The NumPy reference port of examples/numpy_port/ passes every vector (tests/test_vectors_cli.py).
+Each case below gives it one gap, a plausible mistake an engine port makes, by replacing one of
+its functions, replays the vectors in process through the same protocol and comparison as
+`specaccept vectors check`, and asserts that the vector the spec names for that rule fails
+(and that the port without the gap passes it). A rule whose breakage no vector could detect
+would show up here as a gap that fails nothing.
+
+The last test backs a "cannot" of spec/sample_from_distribution.md: within the preconditions,
+dropping the draw's ``w_i > 0`` conjunct changes no draw, so no vector can pin it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specaccept.cli.vectors import answer_mismatch
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT / "spec" / "vectors"
+sys.path.insert(0, str(ROOT / "examples" / "numpy_port"))
+port: Any = importlib.import_module("specport")
+serve: Any = importlib.import_module("serve")
+F32 = np.float32
+
+
+def vectors(family: str) -> list[dict[str, Any]]:
+    document = json.loads((VECTORS / f"{family}.json").read_text("utf-8"))
+    return [{"family": family, **v} for v in document["vectors"]]
+
+
+def failing(family: str) -> set[str]:
+    """The names of the family's vectors that the port, as patched now, fails."""
+    failed = set()
+    for vector in vectors(family):
+        request = {"family": family, "name": vector["name"], "input": vector["input"]}
+        answer = serve.answer(request)
+        assert "failure" not in answer, f"the gap crashed the port: {answer}"
+        if answer_mismatch(vector, answer) is not None:
+            failed.add(vector["name"])
+    return failed
+
+
+# --- the gaps ------------------------------------------------------------------------------
+
+
+def greedy_as_a_draw(rule: Any, p: Any, q: Any, token: Any, u_accept: Any,
+                     u_sample: Any) -> Any:
+    """greedy-argmax implemented as sampler-match: a draw with u_sample."""
+    rule = "sampler-match" if rule == "greedy-argmax" else rule
+    return ORIGINAL["verify"](rule, p, q, token, u_accept, u_sample)
+
+
+def greedy_bonus_as_a_draw(rule: Any, target_probs: Any, draft_probs: Any, draft_tokens: Any,
+                           uniforms: Any) -> tuple[int, int]:
+    num, nxt = ORIGINAL["verify_block"](rule, target_probs, draft_probs, draft_tokens, uniforms)
+    if rule == "greedy-argmax" and num == len(draft_tokens):
+        nxt = int(port.sample_from_distribution(target_probs[-1], float(uniforms[-1][1])))
+    return num, nxt
+
+
+def dry_breaker_candidate_counted(history: Any, cfg: Any, vocab_size: int) -> Any:
+    """DRY without the 'a candidate that is itself a breaker has L = 0' rule."""
+    window = history if cfg.dry_penalty_last_n == -1 else history[-cfg.dry_penalty_last_n:]
+    n, breakers = len(window), set(cfg.dry_sequence_breakers)
+    longest = np.zeros(vocab_size, dtype=F32)
+    for i in range(1, n):
+        length = 0
+        while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers
+               and window[i - 1 - length] == window[n - 1 - length]):
+            length += 1
+        longest[int(window[i])] = max(longest[int(window[i])], F32(length))
+    penalty = F32(cfg.dry_multiplier) * np.power(F32(cfg.dry_base),
+                                                 longest - F32(cfg.dry_allowed_length))
+    return np.where(longest >= cfg.dry_allowed_length, penalty, F32(0)).astype(F32)
+
+
+def draw_without_fallback(probs: Any, u: Any) -> Any:
+    probs = port.require_probabilities("probs", probs, (1, 2))
+    uniforms = port.uniform("u", u, probs.shape[:-1])
+    partial = np.cumsum(probs, axis=-1, dtype=F32)
+    eligible = (partial > uniforms[..., None] * partial[..., -1:]) & (probs > 0)
+    return np.argmax(eligible, axis=-1).astype(np.int32)
+
+
+def draw_normalising_first(probs: Any, u: Any) -> Any:
+    probs = port.require_probabilities("probs", probs, (1, 2))
+    uniforms = port.uniform("u", u, probs.shape[:-1])
+    normalised = (probs / probs.sum(axis=-1, keepdims=True, dtype=F32)).astype(F32)
+    eligible = (np.cumsum(normalised, axis=-1, dtype=F32) > uniforms[..., None]) & (probs > 0)
+    last = probs.shape[-1] - 1 - np.argmax((probs > 0)[..., ::-1], axis=-1)
+    return np.where(eligible.any(axis=-1), np.argmax(eligible, axis=-1), last).astype(np.int32)
+
+
+def accept_by_division(p: Any, q: Any, token: Any, u: Any) -> Any:
+    p, q = port.pair(p, q)
+    t = port.token_id("token", token, p.shape[-1], p.shape[:-1])
+    uniforms = port.uniform("u", u, p.shape[:-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (port.at(p, t) > 0) & (uniforms <= port.at(p, t) / port.at(q, t))
+
+
+def filtered_dividing_first(logits: Any, cfg: Any) -> Any:
+    """Temperature as logits / T - max / T: divide, then shift."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (logits / F32(cfg.temperature)).astype(F32)
+        shifted = (z - (logits.max(axis=-1, keepdims=True) / F32(cfg.temperature))).astype(F32)
+    return ORIGINAL["filtered_distribution"](shifted, replace_temperature(cfg, 1.0))
+
+
+def filtered_without_shift(logits: Any, cfg: Any) -> Any:
+    """Temperature as logits / T with no shift by the max first."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (logits / F32(cfg.temperature)).astype(F32)
+    return ORIGINAL["filtered_distribution"](z, replace_temperature(cfg, 1.0))
+
+
+def replace_temperature(cfg: Any, temperature: float) -> Any:
+    fields = {name: getattr(cfg, name) for name in cfg.__dataclass_fields__}
+    return port.SamplerConfig(**{**fields, "temperature": temperature})
+
+
+def repetition_by_reciprocal(logits: Any, history: Any, cfg: Any) -> Any:
+    counts = np.zeros(logits.shape[-1], dtype=F32)
+    np.add.at(counts, history[-cfg.repetition_context_size:], F32(1))
+    seen = counts > 0
+    rho = F32(cfg.repetition_penalty)
+    if cfg.repetition_penalty != 1.0:
+        penalised = np.where(logits > 0, logits * (F32(1) / rho), logits * rho)
+        logits = np.where(seen, penalised, logits).astype(F32)
+    return (logits - counts * F32(cfg.frequency_penalty)
+            - seen.astype(F32) * F32(cfg.presence_penalty)).astype(F32)
+
+
+def penalties_summed_first(logits: Any, history: Any, cfg: Any) -> Any:
+    counts = np.zeros(logits.shape[-1], dtype=F32)
+    np.add.at(counts, history[-cfg.repetition_context_size:], F32(1))
+    seen = counts > 0
+    if cfg.repetition_penalty != 1.0:
+        rho = F32(cfg.repetition_penalty)
+        logits = np.where(seen, np.where(logits > 0, logits / rho, logits * rho), logits)
+    total = (counts * F32(cfg.frequency_penalty)
+             + seen.astype(F32) * F32(cfg.presence_penalty)).astype(F32)
+    return (logits - total).astype(F32)
+
+
+def xtc_mixture_as_interpolation(logits: Any, config: Any, history: Any = ()) -> Any:
+    if (not isinstance(config, port.SamplerConfig) or config.is_greedy
+            or not 0.0 < config.xtc_probability < 1.0):
+        return ORIGINAL["effective_token_distribution"](logits, config, history)
+    uncut = ORIGINAL["effective_token_distribution"](logits, replace_xtc(config, 0.0), history)
+    cut = ORIGINAL["effective_token_distribution"](logits, replace_xtc(config, 1.0), history)
+    return (uncut + F32(config.xtc_probability) * (cut - uncut)).astype(F32)
+
+
+def replace_xtc(cfg: Any, probability: float) -> Any:
+    fields = {name: getattr(cfg, name) for name in cfg.__dataclass_fields__}
+    return port.SamplerConfig(**{**fields, "xtc_probability": probability})
+
+
+def xtc_without_shift(logits: Any, threshold: float) -> Any:
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(logits).astype(F32)
+        probs = (e / e.sum(axis=-1, keepdims=True, dtype=F32)).astype(F32)
+    above = (probs >= F32(threshold)) & (probs > 0)
+    smallest = np.where(above, probs, F32(2)).min(axis=-1, keepdims=True)
+    cut = above & (probs > smallest) & (above.sum(axis=-1, keepdims=True) >= 2)
+    return np.where(cut, port.NEG_INF, logits).astype(F32)
+
+
+def residual_by_reciprocal(p: Any, q: Any) -> Any:
+    p, q = port.pair(p, q)
+    excess = np.maximum(p - q, F32(0))
+    mass = excess.sum(axis=-1, keepdims=True, dtype=F32)
+    has_mass = mass > 0
+    return np.where(has_mass, excess * (F32(1) / np.where(has_mass, mass, F32(1))), p)
+
+
+NUMPY_ARGMAX = np.argmax
+
+
+def argmax_highest_id(values: Any, axis: int = -1) -> Any:
+    flipped = np.flip(values, axis=axis)
+    return values.shape[axis] - 1 - NUMPY_ARGMAX(flipped, axis=axis)
+
+
+def no_dtype_check(name: str, value: object, ndims: tuple[int, ...]) -> Any:
+    array = port.require_array(name, value)
+    if array.ndim not in ndims or array.shape[-1] < 1:
+        raise port.ArgumentValueError(name, f"{name}: bad shape")
+    return array.astype(F32)
+
+
+def unchecked_python_uniform(name: str, value: object, batch_shape: tuple[int, ...]) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return np.full(batch_shape, value, dtype=F32)
+    return ORIGINAL["uniform"](name, value, batch_shape)
+
+
+ORIGINAL: dict[str, Callable[..., Any]] = {
+    name: getattr(port, name) for name in (
+        "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
+        "uniform",
+    )
+}
+
+GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
+    ("greedy-argmax emits a draw", "verify", greedy_as_a_draw, "verify_draft_token",
+     {"greedy_is_argmax_not_a_draw", "greedy_rejects_what_a_draw_accepts"}),
+    ("the greedy bonus is a draw", "verify_block", greedy_bonus_as_a_draw, "verify_block",
+     {"greedy_bonus_is_argmax_not_a_draw"}),
+    ("a DRY breaker candidate keeps its match", "dry_penalty", dry_breaker_candidate_counted,
+     "effective_token_distribution", {"dry_breaker_candidate_has_no_match"}),
+    ("no fallback when no id is eligible", "sample_from_distribution", draw_without_fallback,
+     "sample_from_distribution", {"fallback_no_eligible_id"}),
+    ("the draw normalises first", "sample_from_distribution", draw_normalising_first,
+     "sample_from_distribution",
+     {"normalising_first_breaks_the_tie", "normalising_first_breaks_the_tie_at_0_75"}),
+    ("the accept test divides", "accept_draft_token", accept_by_division, "accept_draft_token",
+     {"divided_accept_test_differs"}),
+    ("no shift before the temperature", "filtered_distribution", filtered_without_shift,
+     "effective_token_distribution", {"temperature_shift_before_divide_overflow"}),
+    ("divide by the temperature, then shift", "filtered_distribution", filtered_dividing_first,
+     "effective_token_distribution", {"order_temperature_shift_then_divide"}),
+    ("the repetition penalty multiplies by 1 / rho", "apply_repetition_penalties",
+     repetition_by_reciprocal, "effective_token_distribution",
+     {"order_repetition_penalty_divides"}),
+    ("frequency and presence summed first", "apply_repetition_penalties",
+     penalties_summed_first, "effective_token_distribution", {"order_frequency_then_presence"}),
+    ("the XTC mixture as an interpolation", "effective_token_distribution",
+     xtc_mixture_as_interpolation, "effective_token_distribution", {"order_xtc_mixture"}),
+    ("XTC's softmax without the shift", "xtc_cut", xtc_without_shift,
+     "effective_token_distribution", {"xtc_softmax_shifts_by_max"}),
+    ("the residual multiplies by 1 / mass", "residual_distribution", residual_by_reciprocal,
+     "residual_distribution", {"order_residual_divides_by_mass"}),
+    ("float16 probabilities accepted", "require_probabilities", no_dtype_check,
+     "sample_from_distribution", {"error_probs_float16", "error_probs_int32"}),
+    ("Python uniforms unchecked", "uniform", unchecked_python_uniform,
+     "sample_from_distribution", {"error_u_one", "error_u_negative"}),
+]
+
+
+@pytest.mark.parametrize(("label", "target", "gap", "family", "pinned"), GAPS,
+                         ids=[g[0] for g in GAPS])
+def test_a_port_with_the_gap_fails_the_vector_that_pins_it(
+    monkeypatch: pytest.MonkeyPatch, label: str, target: str, gap: Callable[..., Any],
+    family: str, pinned: set[str],
+) -> None:
+    names = {v["name"] for v in vectors(family)}
+    assert pinned <= names, f"vectors {pinned - names} are missing from {family}.json"
+    assert failing(family) == set(), "the port without the gap must pass"
+    monkeypatch.setattr(port, target, gap)
+    failed = failing(family)
+    assert pinned <= failed, f"{label}: {sorted(pinned - failed)} still pass with the gap"
+
+
+def test_ties_towards_the_highest_id_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every argmax of the port (greedy, the draw's first eligible id) now prefers the last.
+    monkeypatch.setattr(port.np, "argmax", argmax_highest_id)
+    try:
+        failed = failing("verify_draft_token") | failing("effective_token_distribution")
+    finally:
+        monkeypatch.undo()
+    assert {"greedy_tie_lowest_id", "greedy_temperature_zero_lowest_id"} <= failed
+
+
+def small_grids() -> Iterator[tuple[list[float], float]]:
+    for size in (1, 2, 3, 4):
+        for counts in itertools.product(range(5), repeat=size):
+            if sum(counts) == 0:
+                continue
+            for scale in (1.0, 0.1, 2.0**-140):
+                weights = [float(F32(c * scale)) for c in counts]
+                for k in range(16):
+                    yield weights, k / 16
+                yield weights, 1.0 - 2.0**-24
+
+
+def test_dropping_the_positive_weight_conjunct_changes_no_draw() -> None:
+    checked = 0
+    for weights, u in small_grids():
+        w = np.array(weights, dtype=F32)
+        partial = np.cumsum(w, dtype=F32)
+        target = F32(u) * partial[-1]
+        with_conjunct = (partial > target) & (w > 0)
+        without = partial > target
+        first_with = int(np.argmax(with_conjunct)) if with_conjunct.any() else None
+        first_without = int(np.argmax(without)) if without.any() else None
+        assert first_with == first_without, (weights, u)
+        checked += 1
+    assert checked > 10_000
