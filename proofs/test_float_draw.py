@@ -13,10 +13,14 @@ import pytest
 
 from proofs.float_budget import (
     STATED_BUDGET,
+    TWO_LEVEL_BUDGET,
+    blocks,
     budget_problems,
     budget_row,
     logits,
     proved_bound,
+    two_level_counts,
+    two_level_draw,
 )
 from proofs.test_exact_rounds import DRAFTERS, TARGETS, V3_NOISE, V3_TARGETS
 from specaccept import (
@@ -148,6 +152,7 @@ def test_the_budget_holds_and_the_proved_bound_is_not_vacuous() -> None:
         assert not budget_problems([row])
         assert 0 < row.total_variation <= min(STATED_BUDGET, proved_bound(row.positive_ids))
     assert len(budget_problems([replace(row, total_variation=1.0)])) == 2
+    assert len(budget_problems([replace(row, two_level_total_variation=1e-4)])) == 1
     assert len(budget_problems([replace(row, total_variation=STATED_BUDGET * 1.01)])) == 1
 
 
@@ -184,3 +189,38 @@ def test_the_grid_accept_test_is_within_three_grid_steps() -> None:
         assert abs(error) <= Fraction(3, G), (p_t, q_t, error * G)
         errors.append(error)
     assert any(errors)
+
+
+def test_the_two_level_law_is_the_two_level_draw() -> None:
+    """two_level_counts is the law of two_level_draw: per-row counts from the vectorised
+    call equal those of one call per row, the counts are the product of the two levels,
+    each level's runs agree with its draw at both ends, and the two-level draw returns
+    the ids the counts say at the ends of runs."""
+    probs = effective_token_distribution(logits("Gaussian", 1000),
+                                         SamplerConfig(temperature=0.7), ())
+    rows = blocks(probs, 256)
+    block_counts = np.array(grid_draw_counts(rows.sum(axis=1))).astype(np.int64)
+    within = np.array(mx.vmap(grid_draw_counts)(rows)).astype(np.int64)
+    law = two_level_counts(probs, 256)
+    assert law.sum() == G * G
+    assert (law == (block_counts[:, None] * within).reshape(-1)[:1000]).all()
+    for block, row in enumerate(rows):
+        assert (np.array(grid_draw_counts(row)) == within[block]).all()
+    assert runs_agree_with_the_draw(rows.sum(axis=1), block_counts)
+    for block, row in enumerate(rows):
+        assert runs_agree_with_the_draw(row, within[block])
+    # And the two-level draw itself, at the ends of the first and last id runs of every block.
+    block_ids, block_firsts, block_lasts = run_ends(block_counts)
+    for block, u_first, u_last in zip(block_ids, block_firsts, block_lasts, strict=True):
+        ids, firsts, lasts = run_ends(within[block])
+        for x, first, last in ((ids[0], firsts[0], lasts[0]), (ids[-1], firsts[-1], lasts[-1])):
+            for u_block, u_within in ((u_first, first), (u_last, last)):
+                token = two_level_draw(probs, u_block / G, u_within / G, 256)
+                assert token == block * 256 + x
+
+
+def test_the_two_level_draw_meets_its_budget_where_the_plain_draw_does_not() -> None:
+    """At V = 128,000 the two-level draw is within 2e-5 of p, and the plain draw is not:
+    the budget check tells the two apart."""
+    row = budget_row("Zipf", 128_000, 1.0)
+    assert row.two_level_total_variation <= TWO_LEVEL_BUDGET < row.total_variation
