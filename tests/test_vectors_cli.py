@@ -30,6 +30,14 @@ def committed_vector_count() -> int:
                for p in VECTORS.glob("*.json") if p.name != "schema.json")
 
 
+RECORDED = ROOT / "docs" / "results" / "vectors-check-numpy-port.md"
+RECORDED_COMMAND = 'specaccept vectors check --port "python examples/numpy_port/serve.py"'
+
+
+def recorded_text(out: str) -> str:
+    return f"Produced by:\n\n```sh\n{RECORDED_COMMAND}\n```\n\n```text\n{out}```\n"
+
+
 def test_the_numpy_port_passes_every_vector(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["vectors", "check", "--port", port_command(NUMPY_PORT),
                    "--vectors", str(VECTORS)])
@@ -39,6 +47,10 @@ def test_the_numpy_port_passes_every_vector(capsys: pytest.CaptureFixture[str]) 
     assert total > 400
     assert f"all {total} vectors passed" in out
     assert "effective_token_distribution.json" in out
+    assert RECORDED.read_text("utf-8") == recorded_text(out), (
+        f"{RECORDED.relative_to(ROOT)} is stale: rerun `{RECORDED_COMMAND}` from the "
+        "repository root and record its output there"
+    )
 
 
 def test_the_numpy_port_imports_no_mlx() -> None:

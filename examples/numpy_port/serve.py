@@ -194,8 +194,11 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
+    handler = HANDLERS.get(request["family"])
+    if handler is None:
+        return {"failure": f"this port implements no family {request['family']!r} yet"}
     try:
-        return {"output": HANDLERS[request["family"]](request["input"])}
+        return {"output": handler(request["input"])}
     except (sp.ArgumentTypeError, sp.ArgumentValueError) as error:
         kind = "TypeError" if isinstance(error, TypeError) else "ValueError"
         return {"error": {"kind": kind, "argument": error.argument}}

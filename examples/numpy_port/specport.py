@@ -27,6 +27,10 @@ NEG_INF = F32(-np.inf)
 DRY_PENALTY_CAP = F32(1e30)
 RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-proposal-distribution")
 STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+SMALLEST_TEMPERATURE = 2.0**-126  # float32's smallest normal
+ADJUSTMENT_LIMIT = 2.0**64  # |logit bias|, |frequency penalty|, |presence penalty|
+MAX_TOKEN_ID = 2**31 - 1  # ids are int32
 
 Array = NDArray[Any]
 
@@ -175,14 +179,17 @@ class SamplerConfig:
                      "dry_penalty_last_n"):
             integer(name, getattr(self, name))
         checks = [
-            ("temperature", self.temperature >= 0.0),
+            ("temperature", self.temperature == 0.0
+             or SMALLEST_TEMPERATURE <= self.temperature <= FLOAT32_MAX),
             ("top_k", self.top_k >= 0),
             ("top_p", 0.0 < self.top_p <= 1.0),
             ("min_p", 0.0 <= self.min_p <= 1.0),
-            ("repetition_penalty", self.repetition_penalty > 0.0),
+            ("repetition_penalty", 2.0**-32 <= self.repetition_penalty <= 2.0**32),
+            ("frequency_penalty", abs(self.frequency_penalty) <= ADJUSTMENT_LIMIT),
+            ("presence_penalty", abs(self.presence_penalty) <= ADJUSTMENT_LIMIT),
             ("repetition_context_size", self.repetition_context_size >= 1),
-            ("dry_multiplier", self.dry_multiplier >= 0.0),
-            ("dry_base", self.dry_base >= 1.0),
+            ("dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX),
+            ("dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX),
             ("dry_allowed_length", self.dry_allowed_length >= 1),
             ("dry_penalty_last_n", self.dry_penalty_last_n >= -1),
             ("xtc_probability", 0.0 <= self.xtc_probability <= 1.0),
@@ -194,15 +201,17 @@ class SamplerConfig:
         if not isinstance(self.dry_sequence_breakers, tuple):
             raise ArgumentTypeError("dry_sequence_breakers", "dry_sequence_breakers: a tuple")
         for breaker in self.dry_sequence_breakers:
-            if integer("dry_sequence_breakers", breaker) < 0:
-                raise ArgumentValueError("dry_sequence_breakers", "breaker ids are >= 0")
+            if not 0 <= integer("dry_sequence_breakers", breaker) <= MAX_TOKEN_ID:
+                raise ArgumentValueError("dry_sequence_breakers", "breaker ids are int32 >= 0")
         if not isinstance(self.logit_bias, Mapping):
             raise ArgumentTypeError("logit_bias", "logit_bias must be a mapping")
         bias = {}
         for token, value in self.logit_bias.items():
-            if integer("logit_bias", token) < 0:
-                raise ArgumentValueError("logit_bias", "logit_bias ids are >= 0")
+            if not 0 <= integer("logit_bias", token) <= MAX_TOKEN_ID:
+                raise ArgumentValueError("logit_bias", "logit_bias ids are int32 >= 0")
             bias[int(token)] = real("logit_bias", value)
+            if abs(bias[int(token)]) > ADJUSTMENT_LIMIT:
+                raise ArgumentValueError("logit_bias", "a logit bias lies in [-2**64, 2**64]")
         object.__setattr__(self, "logit_bias", bias)
 
     @property
