@@ -42,6 +42,7 @@ from specaccept import (
     effective_token_distribution,
     expected_speedup,
     expected_tokens_per_round,
+    grid_draw_counts,
     residual_distribution,
     residual_resample,
     rewind_trim,
@@ -69,6 +70,7 @@ FAMILIES = (
     "acceptance_rule",
     "expected_tokens_per_round",
     "expected_speedup",
+    "grid_draw_counts",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -360,6 +362,13 @@ def replay_expected_speedup(
     return close("speedup", speedup, expected["speedup"], atol)
 
 
+def replay_grid_draw_counts(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    counts = grid_draw_counts(float_array(inputs["probs"], "probs"))
+    return same("counts", counts.tolist(), expected["counts"])
+
+
 REPLAYERS: dict[str, Replayer] = {
     "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
@@ -373,6 +382,7 @@ REPLAYERS: dict[str, Replayer] = {
     "acceptance_rule": replay_acceptance_rule,
     "expected_tokens_per_round": replay_expected_tokens_per_round,
     "expected_speedup": replay_expected_speedup,
+    "grid_draw_counts": replay_grid_draw_counts,
 }
 
 

@@ -177,6 +177,10 @@ def expected_speedup(i: dict[str, Any]) -> dict[str, Any]:
                                            verify_cost=value(i["verify_cost"]))}
 
 
+def grid_draw_counts(i: dict[str, Any]) -> dict[str, Any]:
+    return {"counts": plain(sp.grid_draw_counts(floats(i["probs"])))}
+
+
 HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sampler_config": sampler_config,
     "effective_token_distribution": effective_token_distribution,
@@ -190,6 +194,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "acceptance_rule": acceptance_rule,
     "expected_tokens_per_round": expected_tokens_per_round,
     "expected_speedup": expected_speedup,
+    "grid_draw_counts": grid_draw_counts,
 }
 
 

@@ -574,3 +574,28 @@ def expected_speedup(alpha: object, k: object, c: object, *, verify_cost: object
     if verify <= 0:
         raise ArgumentValueError("verify_cost", "verify_cost must be > 0")
     return expected_tokens_per_round([a] * steps) / (steps * cost + verify)
+
+
+# --- grid_draw_counts (spec/grid_draw_counts.md) -------------------------------------------
+
+UNIFORM_GRID_SIZE = 1 << 24
+WINDOW = np.arange(-4, 4, dtype=np.int64)
+
+
+def grid_draw_counts(probs: object) -> Array:
+    probs = require_probabilities("probs", probs, (1,))
+    vocab_size = probs.shape[-1]
+    positive = probs > 0
+    partial_sums = np.cumsum(probs, dtype=F32)
+    total = partial_sums[-1]
+    estimate = np.ceil((partial_sums / total) * F32(UNIFORM_GRID_SIZE)).astype(np.int64)
+    candidates = estimate[:, None] + WINDOW[None, :]
+    on_grid = (candidates >= 0) & (candidates < UNIFORM_GRID_SIZE)
+    uniforms = candidates.astype(F32) * F32(1.0 / UNIFORM_GRID_SIZE)
+    below = on_grid & (uniforms * total < partial_sums[:, None])
+    below_count = np.clip(estimate + WINDOW[0], 0, UNIFORM_GRID_SIZE) + below.sum(axis=-1)
+    before = np.concatenate([[0], below_count[:-1]])
+    counts = np.where(positive, below_count - before, 0)
+    last_positive = vocab_size - 1 - int(np.argmax(positive[::-1]))
+    counts[last_positive] += UNIFORM_GRID_SIZE - below_count[-1]
+    return np.asarray(counts, dtype=np.int32)

@@ -38,6 +38,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept import (
+    UNIFORM_GRID_SIZE,
     AcceptanceRule,
     SamplerConfig,
     accept_draft_token,
@@ -47,6 +48,7 @@ from specaccept import (
     effective_token_distribution,
     expected_speedup,
     expected_tokens_per_round,
+    grid_draw_counts,
     residual_distribution,
     residual_resample,
     rewind_trim,
@@ -1080,6 +1082,74 @@ def acceptance_closed_forms_vectors() -> list[Vector]:
     return out
 
 
+# --- grid_draw_counts -----------------------------------------------------------------------
+
+
+def searched_grid_counts(probs: Sequence[float]) -> list[int]:
+    """The grid counts by bisection on the draw's own float32 arithmetic (NumPy).
+
+    ``u * total`` (float32) never decreases as the grid index i grows, so the number c_j of
+    grid points with ``u * total < S_j`` is found by bisection for each id, exactly; the
+    counts follow as in the draw: ids of zero weight get none, the points where no id is
+    eligible go to the last id of positive weight. Independent of the library's windowed
+    estimate.
+    """
+    weights = np.array(probs, dtype=np.float32)
+    partial = np.cumsum(weights, dtype=np.float32)
+    step = np.float32(1.0 / UNIFORM_GRID_SIZE)
+
+    def below(i: int, bound: np.float32) -> bool:
+        return bool(np.float32(np.float32(i) * step) * partial[-1] < bound)
+
+    counts_below = []
+    for bound in partial:
+        low, high = 0, UNIFORM_GRID_SIZE  # below(i) holds for i < answer, fails from there on
+        while low < high:
+            middle = (low + high) // 2
+            if below(middle, bound):
+                low = middle + 1
+            else:
+                high = middle
+        counts_below.append(low)
+    counts, before = [], 0
+    for j, c in enumerate(counts_below):
+        counts.append(c - before if weights[j] > 0 else 0)
+        before = c if weights[j] > 0 else before
+    last_positive = max(j for j in range(len(probs)) if weights[j] > 0)
+    counts[last_positive] += UNIFORM_GRID_SIZE - counts_below[-1]
+    return counts
+
+
+def grid_draw_counts_vectors() -> list[Vector]:
+    dyadic: list[tuple[str, str, list[float]]] = [
+        ("dyadic_law_exact", "prefix sums and u * total exact: counts = 2**24 * w",
+         [0.5, 0.0, 0.25, 0.25]),
+        ("one_hot", "a one-hot law gets every grid point", [0.0, 1.0, 0.0]),
+        ("unnormalized_dyadic", "weights need not sum to 1: total 4", [2.0, 1.0, 0.0, 1.0]),
+    ]
+    brute: list[tuple[str, str, list[float]]] = [
+        ("tiny_weight_absorbed",
+         "2**-30 is absorbed by the prefix sum 1 + 2**-30 = 1 in float32: id 1 gets no point",
+         [1.0, 2.0**-30, 1.0]),
+        ("thirds", "total 3: the breakpoints round, and the counts are not 2**24 / 3",
+         [1.0, 1.0, 1.0]),
+        ("decimal_weights", "a float32 law of decimals", [f32(0.1), f32(0.2), f32(0.3), f32(0.4)]),
+    ]
+    out = []
+    for name, note, probs in dyadic + brute:
+        got = ints(grid_draw_counts(arr(probs)))
+        if (name, note, probs) in dyadic:
+            total = sum(rational(probs))
+            want = [int(Fraction(w) / total * UNIFORM_GRID_SIZE) for w in probs]
+        else:
+            want = searched_grid_counts(probs)
+        check_equal(name, got, want)
+        if sum(got) != UNIFORM_GRID_SIZE:
+            raise GenerationError(f"{name}: the counts do not sum to 2**24")
+        out.append(vector(name, note, {"probs": encode_reals(probs)}, {"counts": got}, 0.0))
+    return out
+
+
 # --- error vectors ------------------------------------------------------------------------
 #
 # An error vector gives inputs that the reference rejects from their types, shapes, dtypes,
@@ -1207,6 +1277,8 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
         acceptance_rule(decode_config(inputs["target_config"]),
                         drafter_has_distribution=decode_value(inputs["drafter_has_distribution"]),
                         stochastic=decode_value(inputs["stochastic"]))
+    elif family == "grid_draw_counts":
+        grid_draw_counts(decode_array(inputs["probs"], f32_))
     elif family == "expected_tokens_per_round":
         expected_tokens_per_round(decode_sequence(inputs["alphas"]))
     elif family == "expected_speedup":
@@ -1259,6 +1331,7 @@ def base_inputs(family: str) -> dict[str, Json]:
                             "drafter_has_distribution": True, "stochastic": True},
         "expected_tokens_per_round": {"alphas": [0.5]},
         "expected_speedup": {"alpha": 0.5, "k": 2, "c": 0.25, "verify_cost": 1.0},
+        "grid_draw_counts": {"probs": [0.5, 0.5]},
     }
     return copy.deepcopy(bases[family])
 
@@ -1486,6 +1559,12 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("alpha_nan", "each alpha is finite", {"alphas": ["nan"]}, v, "alphas"),
             ("alpha_bool", "a bool is not a probability", {"alphas": [True]}, t, "alphas"),
         ],
+        "grid_draw_counts": [
+            ("probs_not_an_array", "a number is not probs", {"probs": 0.5}, t, "probs"),
+            ("probs_rows", "one [V] law at a time", {"probs": [[0.5, 0.5]]}, v, "probs"),
+            ("probs_float16", "probabilities must be float32", {"probs": f16}, t, "probs"),
+            ("probs_empty_vocabulary", "V >= 1", {"probs": []}, v, "probs"),
+        ],
         "expected_speedup": [
             ("alpha_above_one", "alpha lies in [0, 1]", {"alpha": 1.5}, v, "alpha"),
             ("alpha_string", "a string is not a probability", {"alpha": "0.5"}, t, "alpha"),
@@ -1679,6 +1758,10 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
     "expected_speedup": (
         ["expected_speedup"], "alpha, k, c, verify_cost -> speedup (float64)",
         expected_speedup_vectors,
+    ),
+    "grid_draw_counts": (
+        ["grid_draw_counts"], "probs -> counts of the 2**24 grid uniforms drawing each id",
+        grid_draw_counts_vectors,
     ),
 }
 
