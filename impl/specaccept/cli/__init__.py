@@ -1,4 +1,4 @@
-"""The `specaccept` command: generate, table, bench, vectors.
+"""The `specaccept` command: generate, table, bench, vectors, conform.
 
 One module per subcommand, each registering its own options; what they share lives in
 `specaccept.cli.options`, which imports none of them.
@@ -12,7 +12,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from specaccept.cli import bench, generate, table, vectors
+from specaccept.cli import bench, conform, generate, table, vectors
 
 __all__ = ["build_parser", "main"]
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at info on stderr")
     commands = parser.add_subparsers(dest="command", required=True)
-    for subcommand in (generate, table, bench, vectors):
+    for subcommand in (generate, table, bench, vectors, conform):
         subcommand.add_parser(commands)
     return parser
 

@@ -1,0 +1,120 @@
+"""`specaccept conform TRACE`: check an engine's speculative-decoding trace against the spec.
+
+With ``--record ENGINE`` it first runs that engine (this library's generator, or
+mlx-lm's speculative decoding) on a model pair and writes the trace, then checks it.
+Exit status: 0 the trace conforms, 1 a check failed, 2 the trace is malformed or an
+argument is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from specaccept.cli.options import (
+    DEFAULT_PROMPT,
+    add_model_arguments,
+    add_run_arguments,
+    add_sampler_arguments,
+    encode_prompt,
+    sampler_config,
+)
+
+__all__ = ["add_parser", "run"]
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text!r}")
+    return value
+
+
+def add_parser(commands: Any) -> None:
+    """Register `conform` on the subparsers action `commands`."""
+    conform: argparse.ArgumentParser = commands.add_parser(
+        "conform", help="check an engine's trace against the spec (five checks)",
+        description="Check a speculative-decoding trace (spec/trace_format.md): replay, "
+        "support, acceptance, law and rewind, each with its statistic, threshold, verdict "
+        "and power against the known bug classes.",
+    )
+    conform.add_argument("trace", help="the trace, .jsonl or .jsonl.gz")
+    conform.add_argument("--alpha", type=_alpha, default=1e-4,
+                         help="false-alarm probability of each statistical check")
+    conform.add_argument("--json", action="store_true", help="print the report as JSON")
+    record = conform.add_argument_group(
+        "recording (optional): run an engine first and write its trace to TRACE"
+    )
+    record.add_argument("--record", choices=("specaccept", "mlx-lm"),
+                        help="the engine to run and trace")
+    record.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    record.add_argument("--rule", choices=("auto", "stochastic", "sampler-match"),
+                        default="auto", help="specaccept's rule (mlx-lm has only sampler-match)")
+    add_model_arguments(conform)
+    add_run_arguments(conform, tokens=200)
+    add_sampler_arguments(conform)
+    conform.set_defaults(handler=run)
+
+
+def _record(args: argparse.Namespace) -> None:
+    from specaccept.shell.conformance import trace_generator
+    from specaccept.shell.conformance.mlx_lm_adapter import trace_mlx_lm
+    from specaccept.shell.generator import SpeculativeGenerator
+    from specaccept.shell.loading import load_pair
+
+    config = sampler_config(args)
+    pair = load_pair(args.model, args.draft_model)
+    assert pair.drafter is not None
+    prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
+    start = time.perf_counter()
+    try:
+        stream = open(args.trace, "w", encoding="utf-8")  # noqa: SIM115
+    except OSError as error:
+        raise ValueError(f"cannot write the trace {args.trace!r}: {error.strerror}") from None
+    with stream:
+        if args.record == "mlx-lm":
+            if config != type(config)(temperature=config.temperature, top_k=config.top_k,
+                                      top_p=config.top_p, min_p=config.min_p):
+                raise ValueError("--record mlx-lm takes --temp, --top-k, --top-p and --min-p "
+                                 "only: mlx-lm's penalties are logits processors it applies "
+                                 "differently")
+            tokens = trace_mlx_lm(
+                pair.target, pair.drafter, prompt, args.max_tokens, stream,
+                temperature=config.temperature, top_p=config.top_p if config.top_p < 1 else 0.0,
+                min_p=config.min_p, top_k=config.top_k,
+                num_draft_tokens=args.num_draft_tokens, seed=args.seed,
+            )
+        else:
+            generator = SpeculativeGenerator(
+                pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
+                rule=args.rule,
+            )
+            tokens = trace_generator(generator, prompt, args.max_tokens, stream, seed=args.seed)
+    print(f"recorded {args.record}: {len(tokens)} tokens in {time.perf_counter() - start:.2f} s "
+          f"-> {args.trace}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the trace (recording it first with --record); print the report."""
+    from specaccept.shell.conformance import check_trace, read_trace
+
+    if args.record:
+        _record(args)
+    try:
+        trace = read_trace(args.trace)
+    except OSError as error:
+        raise ValueError(f"cannot read the trace {args.trace!r}: {error.strerror}") from None
+    report = check_trace(trace, alpha=args.alpha)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.to_text())
+    if trace.truncated:
+        print(f"specaccept: warning: the trace is truncated: {trace.truncated}", file=sys.stderr)
+    return 0 if report.passed else 1

@@ -1,0 +1,142 @@
+"""The known bug classes, as what each would do to one position: the kit's power model.
+
+For a position with target law p and draft law q, a bug class gives the law of the
+position's outcome had the engine had that bug: the mass of "draft x accepted" and of
+"replacement y emitted", and the q the engine would have recorded. The checks turn
+these into the probability that they would have caught the bug on the trace's own
+positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specaccept.core.acceptance import AcceptanceRule
+from specaccept.core.sampling import SamplerConfig
+
+__all__ = ["BUG_CLASSES", "BugClass", "Outcome", "correct_outcome", "bug_outcome"]
+
+
+@dataclass(frozen=True)
+class BugClass:
+    """A known way engines lose losslessness or correctness."""
+
+    id: str
+    """Stable id, as reported."""
+    description: str
+    """One line, in the spec's terms."""
+
+
+BUG_CLASSES = (
+    BugClass("resample-from-p", "on rejection, draw the replacement from p, not relu(p - q)"),
+    BugClass("softmax-residual", "normalise the residual with softmax(p - q), not by its sum"),
+    BugClass("raw-logits-q", "test with q = softmax(raw logits) while drafting from the "
+             "tempered law"),
+    BugClass("argmax-at-temperature", "emit argmax p for a sampled (temperature > 0) request"),
+    BugClass("penalties-blind-to-drafts", "compute row i's penalties without drafts[:i] in "
+             "the history"),
+    BugClass("draft-cache-over-trim", "trim the draft cache two entries too many (seed #994)"),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The law of one tested position's outcome, over tokens."""
+
+    accepted: np.ndarray
+    """`[V]`: probability that draft x is drawn and accepted."""
+    replaced: np.ndarray
+    """`[V]`: probability that the draft is rejected and y emitted instead."""
+    claimed_q: np.ndarray
+    """`[V]`: the q the engine would record (the kit's closed form reads it)."""
+
+    @property
+    def acceptance(self) -> float:
+        """The probability of accepting."""
+        return float(self.accepted.sum())
+
+    @property
+    def emitted(self) -> np.ndarray:
+        """The law of the emitted token."""
+        return self.accepted + self.replaced
+
+
+def _normalised(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    total = weights.sum()
+    return weights / total if total > 0 else fallback
+
+
+def _decide(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, test_q: np.ndarray) -> Outcome:
+    """Drafts drawn from q, decided by `rule` as if they came from `test_q`."""
+    if rule is AcceptanceRule.STOCHASTIC:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(test_q > 0, np.minimum(1.0, p / test_q), (p > 0).astype(np.float64))
+        keep = np.where(p > 0, keep, 0.0)
+        accepted = q * keep
+        residual = _normalised(np.maximum(p - test_q, 0.0), p)
+        return Outcome(accepted, (1.0 - accepted.sum()) * residual, test_q)
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        winner = np.zeros_like(p)
+        winner[int(np.argmax(p))] = 1.0
+        accepted = q * winner
+        return Outcome(accepted, winner * (1.0 - accepted.sum()), test_q)
+    # sampler-match: the draw x from p is kept iff it equals the draft.
+    accepted = p * q
+    return Outcome(accepted, p - accepted, test_q)
+
+
+def correct_outcome(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray) -> Outcome:
+    """The outcome law the spec gives a position (drafts drawn from q)."""
+    return _decide(rule, p, q, q)
+
+
+def bug_outcome(
+    bug: str, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
+    draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+) -> Outcome | str:
+    """The outcome law under `bug`, or a string saying why the bug does not apply.
+
+    Args:
+        bug: a `BUG_CLASSES` id other than the cache one.
+        rule: the claimed rule.
+        p, q: the position's target and draft laws, float64.
+        draft_sampler: the drafter's sampler, which raw-logits-q needs.
+        p_blind: p recomputed without the round's drafts in the history
+            (penalties-blind-to-drafts); None when it equals p or cannot be computed.
+    """
+    stochastic = rule is AcceptanceRule.STOCHASTIC
+    if bug == "resample-from-p":
+        if not stochastic:
+            return "only the stochastic rule has a residual"
+        right = correct_outcome(rule, p, q)
+        return Outcome(right.accepted, (1.0 - right.acceptance) * p, q)
+    if bug == "softmax-residual":
+        if not stochastic:
+            return "only the stochastic rule has a residual"
+        right = correct_outcome(rule, p, q)
+        shifted = np.exp(p - q - np.max(p - q))
+        return Outcome(right.accepted, (1.0 - right.acceptance) * shifted / shifted.sum(), q)
+    if bug == "raw-logits-q":
+        if not stochastic:
+            return "only the stochastic rule reads q"
+        if draft_sampler is None:
+            return "needs the drafter's sampler in the header"
+        if draft_sampler != SamplerConfig(temperature=draft_sampler.temperature):
+            return "raw logits are recoverable from q only for a temperature-only drafter"
+        if draft_sampler.temperature == 0.0:
+            return "a greedy drafter has no temperature to forget"
+        # q = softmax(l / T), so softmax(l) is proportional to q ** T.
+        raw = np.where(q > 0, np.power(np.where(q > 0, q, 1.0), draft_sampler.temperature), 0.0)
+        return _decide(rule, p, q, raw / raw.sum())
+    if bug == "argmax-at-temperature":
+        if np.count_nonzero(p) <= 1:
+            return "the target is greedy here"
+        return _decide(AcceptanceRule.GREEDY_ARGMAX, p, q, q)
+    if bug == "penalties-blind-to-drafts":
+        if p_blind is None:
+            return "needs logits rows and a target sampler that reads the history"
+        blind = _decide(rule, p_blind, q, q)
+        return blind
+    raise ValueError(f"bug must be a per-position bug class id, got {bug!r}")

@@ -1,0 +1,222 @@
+"""Deliberately broken speculative engines on the embedded pair, each tracing itself.
+
+One small engine loop (k drafts, one target forward, trimmable caches) with a switch
+per known bug class; with no bug it is a correct engine. Each run writes a
+conformance trace the way an engine builder would: what the engine believes p and q
+are, the drafts, what it emitted and its cache offsets (no uniforms unless asked, as
+most engines draw with their own generator).
+
+Run as a script it prints the table `docs/results/broken-engines.md` records:
+``python tests/broken_engines.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import mlx.core as mx
+import numpy as np
+
+from specaccept import (
+    AcceptanceRule,
+    SamplerConfig,
+    effective_token_distribution,
+    load_pair,
+    rewind_trim,
+    sample_from_distribution,
+    verify_block,
+)
+from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
+from specaccept.shell.conformance import TraceWriter, encode_rows
+
+__all__ = ["BUGS", "EngineCase", "run_engine"]
+
+PROMPT = "ROMEO:\n"
+
+
+@dataclass(frozen=True)
+class EngineCase:
+    """A broken engine, the sampler it runs with and the checks that must catch it."""
+
+    bug: str
+    rule: AcceptanceRule
+    config: SamplerConfig
+    rounds: int
+    """The kit flags it within this many rounds (asserted in CI)."""
+    caught_by: tuple[str, ...]
+    """Checks that fail on its trace (without uniforms)."""
+
+
+BUGS = (
+    EngineCase("resample-from-p", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
+               60, ("support",)),
+    EngineCase("softmax-residual", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
+               60, ("support",)),
+    EngineCase("raw-logits-q", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=0.5),
+               150, ("acceptance",)),
+    EngineCase("argmax-at-temperature", AcceptanceRule.SAMPLER_MATCH,
+               SamplerConfig(temperature=1.0), 60, ("law",)),
+    EngineCase("penalties-blind-to-drafts", AcceptanceRule.STOCHASTIC,
+               SamplerConfig(temperature=1.0, repetition_penalty=3.0, top_k=8), 150,
+               ("support",)),
+    EngineCase("draft-cache-over-trim", AcceptanceRule.STOCHASTIC,
+               SamplerConfig(temperature=1.0), 3, ("rewind",)),
+)
+
+
+def _draw(weights: np.ndarray, u: float) -> int:
+    """The spec's inverse-CDF draw, in float64 (for the broken replacements)."""
+    cumulative = np.cumsum(weights)
+    return int(min(np.searchsorted(cumulative, u * cumulative[-1], side="right"),
+                   np.flatnonzero(weights > 0)[-1]))
+
+
+def _decide(
+    bug: str | None, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, drafts: list[int],
+    uniforms: np.ndarray,
+) -> tuple[int, int]:
+    """(accepted, next token) under the engine's rule with its bug."""
+    if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
+                              "raw-logits-q"):
+        verdict = verify_block(rule, mx.array(p.astype(np.float32)),
+                               mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
+                               else None, mx.array(drafts), mx.array(uniforms))
+        return int(verdict.num_accepted.item()), int(verdict.next_token.item())
+    k = len(drafts)
+    for i, token in enumerate(drafts):
+        if bug == "argmax-at-temperature":
+            choice = int(np.argmax(p[i]))
+            if choice != token:
+                return i, choice
+            continue
+        if p[i, token] > 0 and uniforms[i, 0] * q[i, token] <= p[i, token]:
+            continue
+        if bug == "resample-from-p":
+            return i, _draw(p[i], uniforms[i, 1])
+        shifted = np.exp(p[i] - q[i])  # softmax-residual
+        return i, _draw(shifted / shifted.sum(), uniforms[i, 1])
+    if bug == "argmax-at-temperature":
+        return k, int(np.argmax(p[k]))
+    return k, _draw(p[k], uniforms[k, 1])
+
+
+def _trim(cache: list[Any], count: int) -> None:
+    from mlx_lm.models.cache import trim_prompt_cache
+
+    if count:
+        trim_prompt_cache(cache, count)
+
+
+def run_engine(
+    case: EngineCase | None, rounds: int, *, seed: int = 0, record_uniforms: bool = False,
+    config: SamplerConfig | None = None, rule: AcceptanceRule | None = None, k: int = 4,
+    pair: Any = None,
+) -> str:
+    """Run `rounds` rounds of the engine (correct when `case` is None); return its trace."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    pair = pair or load_pair()
+    bug = case.bug if case else None
+    config = config or (case.config if case else SamplerConfig(temperature=1.0))
+    rule = rule or (case.rule if case else AcceptanceRule.STOCHASTIC)
+    prompt = [int(t) for t in pair.tokenizer.encode(PROMPT)]
+    vocab = int(pair.target.args.vocab_size)
+    out = io.StringIO()
+    logits_rows = bug == "penalties-blind-to-drafts"
+    writer = TraceWriter(out, vocab_size=vocab, engine=f"broken engine: {bug or 'none'}",
+                         prompt=prompt, target_sampler=config, draft_sampler=config)
+    target_cache, draft_cache = make_prompt_cache(pair.target), make_prompt_cache(pair.drafter)
+    for model, cache in ((pair.target, target_cache), (pair.drafter, draft_cache)):
+        model(mx.array(prompt[:-1])[None], cache=cache)
+    history, backfill, position = list(prompt), [], 0
+    for _ in range(rounds):
+        current = history[-1]
+        before = (int(target_cache[0].offset), int(draft_cache[0].offset), len(backfill) + 1)
+        step = mx.array([*backfill, current])
+        drafts: list[int] = []
+        claimed_q, draw_q = [], []
+        for j in range(k):
+            logits = pair.drafter(step[None], cache=draft_cache)[0, -1]
+            context = mx.array(history + drafts, dtype=mx.int32)
+            law = effective_token_distribution(logits, config, context)
+            claimed = (effective_token_distribution(logits, SamplerConfig(temperature=1.0))
+                       if bug == "raw-logits-q" else law)
+            token = int(sample_from_distribution(law, position_uniform(seed, position + j,
+                                                                       DRAFT)).item())
+            drafts.append(token)
+            draw_q.append(law)
+            claimed_q.append(claimed)
+            step = mx.array([token])
+        target_logits = pair.target(mx.array([current, *drafts])[None], cache=target_cache)[0]
+        rows = []
+        for i in range(k + 1):
+            seen = history if bug == "penalties-blind-to-drafts" else history + drafts[:i]
+            rows.append(effective_token_distribution(target_logits[i], config,
+                                                     mx.array(seen, dtype=mx.int32)))
+        p = np.array(mx.stack(rows), dtype=np.float64)
+        q = np.array(mx.stack(claimed_q), dtype=np.float64)
+        uniforms = np.array([[position_uniform(seed, position + i, ACCEPT),
+                              position_uniform(seed, position + i, SAMPLE)]
+                             for i in range(k + 1)], dtype=np.float32)
+        accepted, next_token = _decide(bug, rule, p, q, drafts, uniforms)
+        emitted = [*drafts[:accepted], next_token]
+        plan = rewind_trim(k, accepted)
+        _trim(target_cache, plan.target_trim)
+        if bug == "draft-cache-over-trim":
+            if accepted < k:
+                _trim(draft_cache, min(k - accepted + 1, k))
+            backfill = []
+        else:
+            _trim(draft_cache, plan.draft_trim)
+            backfill = [drafts[-1]] if plan.draft_backfill else []
+        target_block = (encode_rows(np.array(target_logits), kind="logits") if logits_rows
+                        else encode_rows(p))
+        writer.write_round(
+            rule=rule, draft_tokens=drafts, emitted=emitted, target=target_block,
+            draft=encode_rows(q), num_accepted=accepted,
+            uniforms=uniforms.tolist() if record_uniforms else None,
+            cache={"target_before": before[0], "draft_before": before[1], "draft_fed": before[2],
+                   "target_after": int(target_cache[0].offset),
+                   "draft_after": int(draft_cache[0].offset)},
+        )
+        history += emitted
+        position += len(emitted)
+    return out.getvalue()
+
+
+def _settings(config: SamplerConfig) -> str:
+    """The sampler fields that differ from their defaults."""
+    default = SamplerConfig()
+    changed = [f"{name}={getattr(config, name)}" for name in config.__dataclass_fields__
+               if getattr(config, name) != getattr(default, name)]
+    return ", ".join(changed) or "temperature=1.0"
+
+
+def _main() -> None:
+    import tempfile
+
+    from specaccept.shell.conformance import check_trace, read_trace
+
+    pair = load_pair()
+    print("| bug | rule | sampler | rounds | checks that fail (alpha = 1e-4 each) |")
+    print("|---|---|---|---|---|")
+    for case in BUGS:
+        text = run_engine(case, case.rounds, pair=pair)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
+            handle.write(text)
+        report = check_trace(read_trace(handle.name))
+        os.unlink(handle.name)
+        failed = [f"{c.name} ({c.statistic})" for c in report.checks if c.verdict == "fail"]
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
+              f"{'; '.join(failed) or 'none'} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _main()
