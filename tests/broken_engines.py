@@ -55,15 +55,15 @@ class EngineCase:
 
 BUGS = (
     EngineCase("resample-from-p", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
-               60, ("support",)),
+               20, ("support",)),
     EngineCase("softmax-residual", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
-               60, ("support",)),
+               10, ("support",)),
     EngineCase("raw-logits-q", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=0.5),
-               150, ("acceptance",)),
+               80, ("acceptance",)),
     EngineCase("argmax-at-temperature", AcceptanceRule.SAMPLER_MATCH,
-               SamplerConfig(temperature=1.0), 60, ("law",)),
+               SamplerConfig(temperature=1.0), 30, ("law",)),
     EngineCase("penalties-blind-to-drafts", AcceptanceRule.STOCHASTIC,
-               SamplerConfig(temperature=1.0, repetition_penalty=3.0, top_k=8), 150,
+               SamplerConfig(temperature=1.0, repetition_penalty=3.0, top_k=8), 20,
                ("support",)),
     EngineCase("draft-cache-over-trim", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0), 3, ("rewind",)),
@@ -87,7 +87,7 @@ def _decide(
         verdict = verify_block(rule, mx.array(p.astype(np.float32)),
                                mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
                                else None, mx.array(drafts), mx.array(uniforms))
-        return int(verdict.num_accepted.item()), int(verdict.next_token.item())
+        return int(np.array(verdict.num_accepted)), int(np.array(verdict.next_token))
     k = len(drafts)
     for i, token in enumerate(drafts):
         if bug == "argmax-at-temperature":
@@ -134,7 +134,8 @@ def run_engine(
     target_cache, draft_cache = make_prompt_cache(pair.target), make_prompt_cache(pair.drafter)
     for model, cache in ((pair.target, target_cache), (pair.drafter, draft_cache)):
         model(mx.array(prompt[:-1])[None], cache=cache)
-    history, backfill, position = list(prompt), [], 0
+    history, position = list(prompt), 0
+    backfill: list[int] = []
     for _ in range(rounds):
         current = history[-1]
         before = (int(target_cache[0].offset), int(draft_cache[0].offset), len(backfill) + 1)
@@ -147,8 +148,8 @@ def run_engine(
             law = effective_token_distribution(logits, config, context)
             claimed = (effective_token_distribution(logits, SamplerConfig(temperature=1.0))
                        if bug == "raw-logits-q" else law)
-            token = int(sample_from_distribution(law, position_uniform(seed, position + j,
-                                                                       DRAFT)).item())
+            token = int(np.array(sample_from_distribution(
+                law, position_uniform(seed, position + j, DRAFT))))
             drafts.append(token)
             draw_q.append(law)
             claimed_q.append(claimed)
@@ -204,17 +205,25 @@ def _main() -> None:
     from specaccept.shell.conformance import check_trace, read_trace
 
     pair = load_pair()
-    print("| bug | rule | sampler | rounds | checks that fail (alpha = 1e-4 each) |")
-    print("|---|---|---|---|---|")
-    for case in BUGS:
-        text = run_engine(case, case.rounds, pair=pair)
+    def check(text: str) -> Any:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
             handle.write(text)
         report = check_trace(read_trace(handle.name))
         os.unlink(handle.name)
+        return report
+
+    print("| bug | rule | sampler | rounds | checks that fail (alpha = 1e-4 each) | "
+          "power of a correct trace of as many rounds |")
+    print("|---|---|---|---|---|---|")
+    for case in BUGS:
+        report = check(run_engine(case, case.rounds, pair=pair))
         failed = [f"{c.name} ({c.statistic})" for c in report.checks if c.verdict == "fail"]
+        correct = check(run_engine(None, case.rounds, pair=pair, config=case.config,
+                                   rule=case.rule))
+        power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
+                 if p.bug == case.bug and p.probability is not None]
         print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
-              f"{'; '.join(failed) or 'none'} |")
+              f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampling import SamplerConfig
 
-__all__ = ["BUG_CLASSES", "BugClass", "Outcome", "correct_outcome", "bug_outcome"]
+__all__ = ["BUG_CLASSES", "BugClass", "Outcome", "bug_outcome", "correct_outcome"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class Outcome:
     @property
     def emitted(self) -> np.ndarray:
         """The law of the emitted token."""
-        return self.accepted + self.replaced
+        law: np.ndarray = self.accepted + self.replaced
+        return law
 
 
 def _normalised(weights: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -121,7 +121,8 @@ class ConformanceReport:
                 else:
                     lines.append(
                         f"           would have caught {power.bug} with probability "
-                        f">= {_floor(power.probability)}" + (f" ({power.note})" if power.note else "")
+                        f">= {_floor(power.probability)}"
+                        + (f" ({power.note})" if power.note else "")
                     )
         lines.append("verdict: " + ("CONFORMS" if self.passed else "DOES NOT CONFORM"))
         return "\n".join(lines)
@@ -192,6 +193,11 @@ def _positions(trace: Trace, *, with_blind: bool) -> list[_Position]:
     return out
 
 
+def _scalar(array: mx.array) -> int:
+    """A 0-d integer array's value."""
+    return int(np.array(array))
+
+
 def _two_sided(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2.0))
 
@@ -211,9 +217,9 @@ def _diagnose(
         return (f"{where}: the engine emitted token {engine_token}, which has p = 0; "
                 f"the spec emits {spec[1]}")
     if i == round_.k:
-        others = [j for j in range(round_.target_rows.shape[0]) if j != i
-                  and int(sample_from_distribution(mx.array(round_.target_rows[j]),
-                                                   float(u[i, 1])).item()) == engine_token]
+        draws = [_scalar(sample_from_distribution(mx.array(row), float(u[i, 1])))
+                 for row in round_.target_rows]
+        others = [j for j, draw in enumerate(draws) if j != i and draw == engine_token]
         hint = (f"; it equals the draw from row {others[0]}: the bonus came from the wrong row"
                 if others else "")
         return (f"{where}: bonus token {engine_token}, but draw(p_k, u[k,1] = {u[i, 1]:.6g}) "
@@ -228,7 +234,8 @@ def _diagnose(
         elif rule is AcceptanceRule.GREEDY_ARGMAX:
             test = f"argmax p = {int(np.argmax(p))} vs draft t = {draft}"
         else:
-            test = f"the target's draw draw(p, u[i,1] = {u[i, 1]:.6g}) = {spec[1]} vs draft t = {draft}"
+            test = (f"the target's draw draw(p, u[i,1] = {u[i, 1]:.6g}) = {spec[1]} "
+                    f"vs draft t = {draft}")
         return f"{where}: {test}: the spec {said[0]} draft {draft}, the engine {said[1]} it"
     # Same accept decision, different replacement.
     if rule is AcceptanceRule.STOCHASTIC and q is not None:
@@ -236,10 +243,13 @@ def _diagnose(
             return (f"{where}: replacement {engine_token} lies outside the residual's support "
                     f"(p = {p[engine_token]:.6g} <= q = {q[engine_token]:.6g}); the spec "
                     f"draws {spec[1]} from relu(p - q)")
-        from_p = int(sample_from_distribution(mx.array(p), float(u[i, 1])).item())
+        from_p = _scalar(sample_from_distribution(mx.array(p), float(u[i, 1])))
         if from_p == engine_token:
             return (f"{where}: replacement {engine_token} is draw(p, u[i,1]), the spec's is "
                     f"draw(relu(p - q), u[i,1]) = {spec[1]}: resampled from p, not the residual")
+        return (f"{where}: replacement {engine_token} lies in the residual's support but is "
+                f"not its draw, draw(relu(p - q), u[i,1] = {u[i, 1]:.6g}) = {spec[1]}: the "
+                "residual is normalised or drawn differently")
     return f"{where}: the engine emitted {engine_token}, the spec emits {spec[1]}"
 
 
@@ -259,12 +269,13 @@ def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
             rule, p, q, mx.array(round_.draft_tokens[:tested]),
             mx.array(u[:tested, 0]), mx.array(u[:tested, 1]),
         )
-        spec += list(zip(verdict.accepted.tolist(), verdict.token.tolist(), strict=True))
+        spec += list(zip(np.array(verdict.accepted).astype(bool).tolist(),
+                         np.array(verdict.token).astype(int).tolist(), strict=True))
     if len(round_.emitted) > round_.k:
         row = mx.array(round_.target_rows[round_.k])
         bonus = (mx.argmax(row) if rule is AcceptanceRule.GREEDY_ARGMAX
                  else sample_from_distribution(row, float(u[round_.k, 1])))
-        spec.append((False, int(bonus.item())))
+        spec.append((False, _scalar(bonus)))
     divergences, first = 0, ""
     for i, token in enumerate(round_.emitted):
         engine = (i < round_.num_accepted, token)
@@ -451,7 +462,8 @@ def _pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def _keys(position: _Position, ordering: str) -> np.ndarray:
     if ordering == "q/p" and position.q is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(position.p > 0, position.q / np.where(position.p > 0, position.p, 1), np.inf)
+            ratio = position.q / np.where(position.p > 0, position.p, 1)
+            return np.where(position.p > 0, ratio, np.inf)
     return position.p
 
 
@@ -552,8 +564,9 @@ def check_rewind(trace: Trace) -> CheckResult:
         if "draft_before" in cache and cache["draft_before"] + cache["draft_fed"] != start + 1:
             problems.append(
                 f"drafter cache holds {cache['draft_before']} entries and is fed "
-                f"{cache['draft_fed']}, which ends {cache['draft_before'] + cache['draft_fed'] - start - 1:+d} "
-                f"off the current token")
+                f"{cache['draft_fed']}: it ends "
+                f"{cache['draft_before'] + cache['draft_fed'] - start - 1:+d} entries off the "
+                "current token")
         if not round_.stopped:
             if "target_after" in cache and cache["target_after"] != end:
                 problems.append(f"target cache holds {cache['target_after']} entries after the "
@@ -688,14 +701,15 @@ def check_trace(
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
     positions = _positions(trace, with_blind=True)
     outcomes, bonus = _bug_models(trace, positions)
-    checks = []
-    for label, run in (
+    checks: list[CheckResult] = []
+    runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
         ("replay", lambda: check_replay(trace, _replay_power(positions, outcomes, bonus))),
         ("support", lambda: check_support(positions, _support_power(positions, outcomes, bonus))),
         ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
         ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
         ("rewind", lambda: check_rewind(trace)),
-    ):
+    )
+    for label, run in runs:
         if progress is not None:
             progress(label)
         checks.append(run())

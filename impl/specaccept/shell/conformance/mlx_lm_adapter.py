@@ -173,7 +173,8 @@ def _write(writer: TraceWriter, round_: _Round, *, stopped: bool) -> None:
         cache["draft_after"] = round_.after["draft"]
     writer.write_round(
         rule=MLX_LM_RULE,
-        draft_tokens=[int(d.tokens.reshape(-1)[0].item()) for d in round_.drafts if d.tokens is not None],
+        draft_tokens=[int(np.array(d.tokens).reshape(-1)[0]) for d in round_.drafts
+                      if d.tokens is not None],
         emitted=round_.emitted, target=encode_rows(target, kind="logits"),
         draft=encode_rows(draft, kind="logits"), cache=cache, stopped=stopped,
     )

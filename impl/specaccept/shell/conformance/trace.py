@@ -511,8 +511,7 @@ class _Reader:
 
 def _lines(path: str | Path) -> Iterator[tuple[int, str, bool]]:
     """(line number, text, complete) for each line; a gzip stream cut short ends the file."""
-    opened: IO[bytes]
-    opened = gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    opened: Any = gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")  # noqa: SIM115
     with opened, io.TextIOWrapper(opened, encoding="utf-8", newline="\n") as text:
         number = 0
         try:

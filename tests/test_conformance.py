@@ -1,0 +1,125 @@
+"""The conformance kit: correct engines pass every check, each known bug is caught.
+
+The broken engines live in `broken_engines.py`; each is run for the number of rounds
+its `EngineCase` states and must be flagged, at alpha = 1e-4, by the checks it names.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest
+
+pytest.importorskip("mlx_lm")
+
+from broken_engines import BUGS, EngineCase, run_engine
+from specaccept import AcceptanceRule, SamplerConfig, SpeculativeGenerator, load_pair
+from specaccept.shell.conformance import ConformanceReport, check_trace, read_trace, trace_generator
+from specaccept.shell.conformance.mlx_lm_adapter import trace_mlx_lm
+
+
+@pytest.fixture(scope="module")
+def pair() -> Any:
+    return load_pair()
+
+
+def _check(text: str, tmp_path: Path, name: str = "trace.jsonl") -> ConformanceReport:
+    path = tmp_path / name
+    path.write_text(text)
+    return check_trace(read_trace(path))
+
+
+def _verdicts(report: ConformanceReport) -> dict[str, str]:
+    return {check.name: check.verdict for check in report.checks}
+
+
+@pytest.mark.parametrize(
+    ("temperature", "rule"),
+    [(0.0, "auto"), (0.7, "sampler-match"), (1.0, "stochastic")],
+)
+def test_the_generator_passes_every_check_replay_included(
+    pair: Any, tmp_path: Path, temperature: float, rule: Any
+) -> None:
+    generator = SpeculativeGenerator(
+        pair.target, pair.drafter, SamplerConfig(temperature=temperature), rule=rule
+    )
+    stream = io.StringIO()
+    trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)
+    report = _check(stream.getvalue(), tmp_path)
+    assert _verdicts(report) == dict.fromkeys(
+        ("replay", "support", "acceptance", "law", "rewind"), "pass"
+    ), report.to_text()
+
+
+def test_the_correct_engine_passes_and_the_checks_have_power(pair: Any, tmp_path: Path) -> None:
+    report = _check(run_engine(None, 50, pair=pair, record_uniforms=True), tmp_path)
+    assert report.passed, report.to_text()
+    powers = {(c.name, p.bug): p.probability for c in report.checks for p in c.power}
+    # The kit says what a pass is worth, from the trace's own p and q.
+    assert powers[("support", "resample-from-p")] is not None
+    assert powers[("support", "resample-from-p")] > 0.99
+    assert powers[("replay", "softmax-residual")] > 0.99  # type: ignore[operator]
+    assert powers[("rewind", "draft-cache-over-trim")] == 1.0
+    # At temperature 1 the raw and the tempered q coincide: no power, and it says so.
+    assert powers[("acceptance", "raw-logits-q")] is not None
+    assert powers[("acceptance", "raw-logits-q")] < 0.01
+
+
+@pytest.mark.parametrize("case", BUGS, ids=[case.bug for case in BUGS])
+def test_each_broken_engine_is_caught_within_its_stated_rounds(
+    pair: Any, tmp_path: Path, case: EngineCase
+) -> None:
+    report = _check(run_engine(case, case.rounds, pair=pair), tmp_path)
+    verdicts = _verdicts(report)
+    assert not report.passed
+    for name in case.caught_by:
+        assert verdicts[name] == "fail", report.to_text()
+    assert verdicts["replay"] == "not run"  # caught without the engine's uniforms
+    if case.bug == "raw-logits-q":
+        acceptance = next(c for c in report.checks if c.name == "acceptance")
+        assert "IMPOSSIBLE" in acceptance.detail  # above the lossless ceiling
+
+
+@pytest.mark.parametrize(
+    ("bug", "diagnosis"),
+    [("resample-from-p", "resampled from p, not the residual"),
+     ("softmax-residual", "residual"),
+     ("argmax-at-temperature", "the target's draw")],
+)
+def test_replay_names_the_first_divergence_in_the_spec_terms(
+    pair: Any, tmp_path: Path, bug: str, diagnosis: str
+) -> None:
+    case = next(c for c in BUGS if c.bug == bug)
+    report = _check(run_engine(case, 15, pair=pair, record_uniforms=True), tmp_path)
+    replay = next(c for c in report.checks if c.name == "replay")
+    assert replay.verdict == "fail"
+    assert diagnosis in replay.detail and "round " in replay.detail, replay.detail
+
+
+def test_the_mlx_lm_adapter_leaves_mlx_lm_unchanged(pair: Any, tmp_path: Path) -> None:
+    import mlx.core as mx
+    from mlx_lm.generate import speculative_generate_step
+    from mlx_lm.sample_utils import make_sampler
+
+    prompt = pair.tokenizer.encode("ROMEO:\n")
+    mx.random.seed(3)
+    plain = [int(t) for t, _, _ in speculative_generate_step(
+        mx.array(prompt, dtype=mx.uint32), pair.target, pair.drafter, num_draft_tokens=4,
+        max_tokens=60, sampler=make_sampler(0.7),
+    )]
+    stream = io.StringIO()
+    traced = trace_mlx_lm(pair.target, pair.drafter, prompt, 60, stream, temperature=0.7, seed=3)
+    assert traced == plain
+    path = tmp_path / "mlx.jsonl"
+    path.write_text(stream.getvalue())
+    trace = read_trace(path)
+    assert [t for r in trace.rounds for t in r.emitted] == plain
+    assert all(r.rule == AcceptanceRule.SAMPLER_MATCH for r in trace.rounds)
+    report = check_trace(trace)
+    verdicts = _verdicts(report)
+    assert verdicts["replay"] == "not run" and verdicts["rewind"] == "pass", report.to_text()

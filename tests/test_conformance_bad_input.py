@@ -1,0 +1,155 @@
+"""A malformed trace is an error naming its line and field; a truncated one is checked."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specaccept import AcceptanceRule, SamplerConfig
+from specaccept.cli import main
+from specaccept.shell.conformance import (
+    TraceError,
+    TraceWriter,
+    check_trace,
+    encode_rows,
+    read_trace,
+)
+
+VOCAB = 4
+P = [[0.5, 0.25, 0.125, 0.125]] * 3
+Q = [[0.25, 0.25, 0.25, 0.25]] * 2
+
+
+def _valid_lines(rounds: int = 3) -> list[str]:
+    stream = io.StringIO()
+    writer = TraceWriter(stream, vocab_size=VOCAB, prompt=[0, 1])
+    for _ in range(rounds):
+        writer.write_round(rule=AcceptanceRule.STOCHASTIC, draft_tokens=[0, 1], emitted=[0, 0],
+                           target=encode_rows(P), draft=encode_rows(Q))
+    return stream.getvalue().splitlines()
+
+
+def _write(tmp_path: Path, lines: list[str], name: str = "t.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _edit(line: str, change: Any) -> str:
+    record = json.loads(line)
+    change(record)
+    return json.dumps(record)
+
+
+@pytest.mark.parametrize(
+    ("line", "change", "field", "words"),
+    [
+        (2, lambda r: r.pop("emitted"), "emitted", "list of token ids"),
+        (3, lambda r: r.pop("target"), "target", "missing"),
+        (2, lambda r: r.update(draft_tokens=[0, 9]), "draft_tokens[1]", "outside [0, 4)"),
+        (2, lambda r: r.update(emitted=[0, -1]), "emitted[1]", "outside"),
+        (3, lambda r: r["target"]["probs"][1].append(0.0), "target.probs[1]", "vocabulary"),
+        (2, lambda r: r["draft"]["probs"].pop(), "draft", "rows"),
+        (2, lambda r: r["target"]["probs"][0].__setitem__(0, 0.75), "target.probs[0]",
+         "sums to"),
+        (2, lambda r: r["target"]["probs"][0].__setitem__(0, float("nan")),
+         "target.probs[0][0]", "[0, 1]"),
+        (4, lambda r: r.update(position=7), "position", "emitted 4"),
+        (2, lambda r: r.update(uniforms=[[0.5, 0.5]]), "uniforms", "[k+1, 2]"),
+        (2, lambda r: r.update(emitted=[1, 2]), "emitted", "accepted drafts"),
+        (1, lambda r: r.update(version=2), "version", "must be 1"),
+        (1, lambda r: r.update(target_sampler={"temp": 1.0}), "target_sampler.temp",
+         "not a SamplerConfig field"),
+        (2, lambda r: r.update(cache={"target_before": "x"}), "cache.target_before", "int"),
+    ],
+)
+def test_a_malformed_record_names_its_line_and_field(
+    tmp_path: Path, line: int, change: Any, field: str, words: str
+) -> None:
+    lines = _valid_lines()
+    lines[line - 1] = _edit(lines[line - 1], change)
+    with pytest.raises(TraceError) as raised:
+        read_trace(_write(tmp_path, lines))
+    assert raised.value.line == line and raised.value.field == field, str(raised.value)
+    assert f"trace line {line}" in str(raised.value) and words in str(raised.value)
+
+
+def test_bad_json_in_the_middle_is_an_error_not_a_truncation(tmp_path: Path) -> None:
+    lines = _valid_lines()
+    lines[2] = lines[2][:40]
+    with pytest.raises(TraceError, match=r"trace line 3, field 'record': is not valid JSON"):
+        read_trace(_write(tmp_path, lines))
+
+
+def test_a_truncated_trace_keeps_its_valid_prefix(tmp_path: Path) -> None:
+    lines = _valid_lines(4)
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:55])
+    trace = read_trace(path)
+    assert len(trace.rounds) == 3
+    assert trace.truncated is not None and "line 5" in trace.truncated
+    report = check_trace(trace)
+    assert report.truncated == trace.truncated and "TRUNCATED" in report.to_text()
+
+
+def test_the_encodings_decode_to_the_same_rows(tmp_path: Path) -> None:
+    rows = np.array(P, dtype=np.float32)
+    for block in (encode_rows(rows), encode_rows(rows, encoding="b64"),
+                  encode_rows(rows, encoding="b64", dtype="float16"),
+                  encode_rows(rows, encoding="b64", dtype="bfloat16"),
+                  encode_rows(rows, encoding="sparse")):
+        lines = _valid_lines(1)
+        lines[1] = _edit(lines[1], lambda r, b=block: r.update(target=b))
+        trace = read_trace(_write(tmp_path, lines))
+        assert np.array_equal(trace.rounds[0].target_rows, rows), block
+
+
+def test_logit_rows_are_rebuilt_with_the_spec_sampler(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    config = SamplerConfig(temperature=0.5)
+    writer = TraceWriter(stream, vocab_size=VOCAB, target_sampler=config, draft_sampler=config)
+    logits = np.log(np.array(P, dtype=np.float32))
+    writer.write_round(rule="stochastic", draft_tokens=[0, 1], emitted=[0, 0],
+                       target=encode_rows(logits, kind="logits"),
+                       draft=encode_rows(np.log(np.array(Q, dtype=np.float32)), kind="logits"))
+    trace = read_trace(_write(tmp_path, stream.getvalue().splitlines()))
+    expected = np.array(P) ** 2 / (np.array(P) ** 2).sum(axis=1, keepdims=True)
+    assert np.allclose(trace.rounds[0].target_rows, expected, atol=1e-6)
+    lines = stream.getvalue().splitlines()
+    header = json.loads(lines[0])
+    header.pop("target_sampler")
+    lines[0] = json.dumps(header)
+    with pytest.raises(TraceError, match="needs 'target_sampler'"):
+        read_trace(_write(tmp_path, lines))
+
+
+def test_the_cli_exits_2_with_the_message_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = _valid_lines()
+    lines[1] = _edit(lines[1], lambda r: r.update(draft_tokens=[0, 99]))
+    path = _write(tmp_path, lines)
+    with pytest.raises(SystemExit) as raised:
+        main(["conform", str(path)])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "trace line 2, field 'draft_tokens[1]'" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as raised:
+        main(["conform", str(tmp_path / "missing.jsonl")])
+    assert raised.value.code == 2
+    assert "cannot read the trace" in capsys.readouterr().err
+
+
+def test_the_cli_exit_status_is_the_verdict(tmp_path: Path) -> None:
+    good = _write(tmp_path, _valid_lines(), "good.jsonl")
+    assert main(["conform", str(good)]) == 0
+    lines = _valid_lines()
+    # Emit a token the target gives p = 0: the support check must fail.
+    lines[1] = _edit(lines[1], lambda r: r["target"]["probs"][1].__setitem__(
+        slice(None), [0.0, 0.5, 0.5, 0.0]))
+    assert main(["conform", str(_write(tmp_path, lines, "bad.jsonl"))]) == 1
