@@ -233,6 +233,10 @@ def test_verify_block_shape_errors(call: Call, error: type[Exception], match: st
 
 def test_verify_block_accepts_good_input_for_every_rule() -> None:
     for rule in AcceptanceRule:
+        if rule.verifies_jointly:
+            with pytest.raises(ValueError, match="verify_drafts_jointly"):
+                verify_block(rule, TARGET, DRAFT, TOKENS, UNIFORMS)
+            continue
         draft = DRAFT if rule.needs_proposal_distribution else None
         num_accepted, next_token = verify_block(rule, TARGET, draft, TOKENS, UNIFORMS)
         assert num_accepted.dtype == mx.int32 and num_accepted.ndim == 0

@@ -146,7 +146,9 @@ def _greedy_target(p: mx.array) -> mx.array:
     return effective_token_distribution(mx.log(p), SamplerConfig(temperature=0.0))
 
 
-@pytest.mark.parametrize("rule", list(AcceptanceRule), ids=lambda r: r.value)
+@pytest.mark.parametrize(
+    "rule", [r for r in AcceptanceRule if not r.verifies_jointly], ids=lambda r: r.value
+)
 def test_emitted_law_equals_target_law_on_the_grid(rule: AcceptanceRule) -> None:
     worst_law, worst_accept = 0.0, 0.0
     for p, q in INSTANCES:

@@ -50,6 +50,7 @@ from specaccept import (
     sample_token_with_distribution,
     verify_block,
     verify_draft_token,
+    verify_drafts_jointly,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,7 @@ FAMILIES = (
     "residual_distribution",
     "verify_draft_token",
     "verify_block",
+    "verify_drafts_jointly",
     "rewind_trim",
     "acceptance_closed_forms",
     "acceptance_rule",
@@ -300,6 +302,21 @@ def replay_verify_block(
             + same("next_token", verdict.next_token.item(), expected["next_token"]))
 
 
+def replay_verify_drafts_jointly(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    tokens = [integer(t, "draft_tokens") for t in seq(inputs["draft_tokens"], "draft_tokens")]
+    verdict = verify_drafts_jointly(
+        float_array(inputs["target_probs"], "target_probs"),
+        float_array(inputs["draft_probs"], "draft_probs"),
+        mx.array(tokens, dtype=mx.int32), float_array(inputs["uniforms"], "uniforms"),
+    )
+    return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
+            + same("next_token", verdict.next_token.item(), expected["next_token"])
+            + close("accepted_length_law", verdict.accepted_length_law.tolist(),
+                    expected["accepted_length_law"], atol))
+
+
 def replay_rewind_trim(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
@@ -377,6 +394,7 @@ REPLAYERS: dict[str, Replayer] = {
     "residual_distribution": replay_residual_distribution,
     "verify_draft_token": replay_verify_draft_token,
     "verify_block": replay_verify_block,
+    "verify_drafts_jointly": replay_verify_drafts_jointly,
     "rewind_trim": replay_rewind_trim,
     "acceptance_closed_forms": replay_acceptance_closed_forms,
     "acceptance_rule": replay_acceptance_rule,

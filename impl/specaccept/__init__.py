@@ -20,6 +20,7 @@ from specaccept.core.acceptance import (
     verify_draft_token,
 )
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
+from specaccept.core.joint import JointVerdict, verify_drafts_jointly
 from specaccept.core.rewind import RewindPlan, rewind_trim
 from specaccept.core.sampling import (
     SampledToken,
@@ -56,6 +57,7 @@ __all__ = [
     "BlockVerdict",
     "CacheInvariantError",
     "ClosedForms",
+    "JointVerdict",
     "ModelPair",
     "NonFiniteLogitsError",
     "RewindPlan",
@@ -85,4 +87,5 @@ __all__ = [
     "target_only_generate",
     "verify_block",
     "verify_draft_token",
+    "verify_drafts_jointly",
 ]

@@ -121,11 +121,18 @@ class AcceptanceRule(enum.Enum):
     """Modified rejection sampling; accepts Σ min(p, q), the ceiling of lossless rules."""
     SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION = "sampler-match-no-proposal-distribution"
     """Sampler-match because the drafter reported no q, though stochastic was enabled."""
+    BLOCK = "block"
+    """Block verification: the drafts of a round verified jointly (`verify_drafts_jointly`)."""
 
     @property
     def needs_proposal_distribution(self) -> bool:
         """True when the rule reads q."""
-        return self is AcceptanceRule.STOCHASTIC
+        return self in (AcceptanceRule.STOCHASTIC, AcceptanceRule.BLOCK)
+
+    @property
+    def verifies_jointly(self) -> bool:
+        """True for the rule whose decisions are not one per position (block)."""
+        return self is AcceptanceRule.BLOCK
 
 
 def _stochastic_from_environment() -> bool:
@@ -196,9 +203,14 @@ class Verdict(NamedTuple):
     """The token to emit (int32), the draft on acceptance and the replacement otherwise."""
 
 
-def _require_rule(rule: object) -> AcceptanceRule:
+def _require_rule(rule: object, function: str) -> AcceptanceRule:
     if not isinstance(rule, AcceptanceRule):
         raise TypeError(f"rule must be an AcceptanceRule, got {type(rule).__name__} {rule!r}")
+    if rule.verifies_jointly:
+        raise ValueError(
+            f"rule {rule.value!r} verifies a round's drafts jointly: call "
+            f"verify_drafts_jointly, not {function}, which verifies token by token"
+        )
     return rule
 
 
@@ -235,6 +247,9 @@ def verify_draft_token(
     - stochastic: `accept_draft_token(p, q, token, u_accept)`; on rejection emit
       `residual_resample(p, q, u_sample)`.
 
+    Rule block has no per-position form and raises ValueError: its drafts are
+    verified together by `verify_drafts_jointly`.
+
     *Note*: greedy-argmax is lossless only for a greedy target, whose p is one-hot.
     Given a tempered p it is the biased argmax-against-argmax rule; `acceptance_rule`
     never chooses it then, and callers that pick a rule by hand must not either.
@@ -255,7 +270,7 @@ def verify_draft_token(
     >>> accepted.item(), token.item()
     (False, 1)
     """
-    rule = _require_rule(rule)
+    rule = _require_rule(rule, "verify_draft_token")
     if q is None:
         if rule.needs_proposal_distribution:
             raise ValueError(f"q is required by rule {rule.value!r}, got None")
@@ -292,7 +307,9 @@ def verify_block(
     Position i uses ``uniforms[i, 0]`` to accept and ``uniforms[i, 1]`` to
     sample, so under sampler-match the emitted token at each position is the
     target's own draw with ``uniforms[i, 1]``. Rows after the first rejection
-    are computed and ignored.
+    are computed and ignored. This is token-by-token verification: rule block,
+    which keeps the longest prefix passing a joint test instead, raises ValueError
+    here and is `verify_drafts_jointly`.
 
     Args:
         rule: the acceptance rule.
@@ -309,7 +326,7 @@ def verify_block(
     >>> n.item(), nxt.item()
     (1, 1)
     """
-    rule = _require_rule(rule)
+    rule = _require_rule(rule, "verify_block")
     target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
     draft_tokens = validation.require_array("draft_tokens", draft_tokens)
     if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:

@@ -52,17 +52,20 @@ def acceptance_probability(rule: AcceptanceRule, p: mx.array, q: mx.array) -> mx
     """The exact probability that `rule` accepts a draft drawn from q against target p.
 
     stochastic: Σ min(p, q); sampler-match (both ids): Σ p·q; greedy-argmax:
-    q(argmax p), the chance the draft is the target's argmax.
+    q(argmax p), the chance the draft is the target's argmax. block: Σ min(p, q),
+    what it accepts in a round of one draft, where it is modified rejection sampling;
+    over k > 1 drafts its acceptance is not per position (see
+    `JointVerdict.accepted_length_law`).
 
     >>> import mlx.core as mx
     >>> p, q = mx.array([0.25, 0.75]), mx.array([0.5, 0.5])
     >>> [acceptance_probability(r, p, q).item() for r in AcceptanceRule]
-    [0.5, 0.5, 0.75, 0.5]
+    [0.5, 0.5, 0.75, 0.5, 0.75]
     """
     if not isinstance(rule, AcceptanceRule):
         raise TypeError(f"rule must be an AcceptanceRule, got {type(rule).__name__} {rule!r}")
     forms = acceptance_closed_forms(p, q)
-    if rule is AcceptanceRule.STOCHASTIC:
+    if rule in (AcceptanceRule.STOCHASTIC, AcceptanceRule.BLOCK):
         return forms.sum_min
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         winner = mx.argmax(p, axis=-1, keepdims=True)
