@@ -14,6 +14,8 @@ reject two known-wrong rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mlx.core as mx
 import numpy as np
 import numpy.typing as npt
@@ -23,13 +25,15 @@ from scipy import stats
 from block_adapter import BlockFn, rule_block
 from specaccept import (
     AcceptanceRule,
+    JointVerdict,
     SamplerConfig,
     acceptance_probability,
     effective_token_distribution,
     sample_from_distribution,
     verify_block,
+    verify_drafts_jointly,
 )
-from wrong_rules import resample_from_p_verify_block
+from wrong_rules import joint_verification, resample_from_p_verify_block
 
 VOCAB = 6
 ALPHA = 1e-4
@@ -56,16 +60,16 @@ def _wrong_argmax_against_argmax(
 
 
 def emitted_tokens(
-    block: BlockFn, k: int, seed: int
+    block: BlockFn, k: int, seed: int, p: mx.array = P, q: mx.array = Q
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Run ROUNDS independent rounds in one vmapped evaluation; return (tokens, num_accepted)."""
     draft_key, uniform_key = mx.random.split(mx.random.key(seed), 2)
     draft_u = mx.random.uniform(shape=(ROUNDS * k,), key=draft_key)
-    drafts = sample_from_distribution(mx.broadcast_to(Q, (ROUNDS * k, VOCAB)), draft_u)
+    drafts = sample_from_distribution(mx.broadcast_to(q, (ROUNDS * k, VOCAB)), draft_u)
     drafts = drafts.reshape(ROUNDS, k)
     uniforms = mx.random.uniform(shape=(ROUNDS, k + 1, 2), key=uniform_key)
-    target = mx.broadcast_to(P, (ROUNDS, k + 1, VOCAB))  # the target ignores its input
-    draft = mx.broadcast_to(Q, (ROUNDS, k, VOCAB))
+    target = mx.broadcast_to(p, (ROUNDS, k + 1, VOCAB))  # the target ignores its input
+    draft = mx.broadcast_to(q, (ROUNDS, k, VOCAB))
     num_accepted, next_token = mx.vmap(block)(target, draft, drafts, uniforms)
     mx.eval(drafts, num_accepted, next_token)
     d = np.array(drafts, dtype=np.int64)
@@ -76,9 +80,9 @@ def emitted_tokens(
     return tokens, a
 
 
-def chi_square(tokens: npt.NDArray[np.int64]) -> float:
+def chi_square(tokens: npt.NDArray[np.int64], target: mx.array = P) -> float:
     counts = np.bincount(tokens, minlength=VOCAB)
-    p = np.array(P, dtype=np.float64)
+    p = np.array(target, dtype=np.float64)
     p /= p.sum()
     return float(stats.chisquare(counts, f_exp=p * counts.sum()).statistic)
 
@@ -131,5 +135,75 @@ def test_the_same_statistic_rejects_wrong_rules(wrong: BlockFn, k: int) -> None:
         f"\n{wrong.__name__} k={k}: chi2={statistic:.2f} (threshold {THRESHOLD:.2f}) "
         f"tokens={tokens.size}"
     )
+    assert tokens.size >= MIN_TOKENS
+    assert statistic > THRESHOLD
+
+
+# --- block verification ------------------------------------------------------------------
+# A second pair, found by computing the exact emitted law of each wrong variant: on the pair
+# above, the residual-without-weight variant shifts the token frequencies too little for
+# 12,000 rounds to see (non-centrality ~10 at k = 4); on this one it is ~100.
+BLOCK_P = effective_token_distribution(mx.array([-0.1, 1.8, 1.3, 1.4, 1.3, 1.2]), TARGET_CONFIG)
+BLOCK_Q = effective_token_distribution(mx.array([-0.2, 2.3, 1.7, -1.0, 0.7, 1.6]), DRAFT_CONFIG)
+
+
+def _joint_block(
+    verify: Callable[[mx.array, mx.array, mx.array, mx.array], JointVerdict],
+) -> BlockFn:
+    def block(
+        target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
+    ) -> tuple[mx.array, mx.array]:
+        verdict = verify(target, draft, tokens, uniforms)
+        return verdict.num_accepted, verdict.next_token
+
+    return block
+
+
+JOINT_VARIANTS = {
+    "first-failure-instead-of-longest-prefix": joint_verification(longest_prefix=False),
+    "residual-without-weight": joint_verification(weighted_residual=False),
+    "last-keep-probability-one": joint_verification(last_keep_is_weight=False),
+}
+
+
+def test_the_joint_variants_differ_from_the_library_only_by_their_switch() -> None:
+    k, rounds = 4, 2000
+    keys = mx.random.split(mx.random.key(11), 3)
+    drafts = mx.random.randint(0, VOCAB, (rounds, k), key=keys[0])
+    uniforms = mx.random.uniform(shape=(rounds, k + 1, 2), key=keys[1])
+    target = mx.broadcast_to(BLOCK_P, (rounds, k + 1, VOCAB))
+    draft = mx.broadcast_to(BLOCK_Q, (rounds, k, VOCAB))
+    library = mx.vmap(_joint_block(verify_drafts_jointly))(target, draft, drafts, uniforms)
+    clone = mx.vmap(_joint_block(joint_verification()))(target, draft, drafts, uniforms)
+    assert np.array(library[0]).tolist() == np.array(clone[0]).tolist()
+    assert np.array(library[1]).tolist() == np.array(clone[1]).tolist()
+    for name, variant in JOINT_VARIANTS.items():
+        wrong = mx.vmap(_joint_block(variant))(target, draft, drafts, uniforms)
+        assert (np.array(wrong[0]).tolist(), np.array(wrong[1]).tolist()) != (
+            np.array(library[0]).tolist(), np.array(library[1]).tolist()), name
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_block_verification_fits_the_target_distribution(k: int) -> None:
+    block = _joint_block(verify_drafts_jointly)
+    tokens, kept = emitted_tokens(block, k, seed=2000 + k, p=BLOCK_P, q=BLOCK_Q)
+    statistic = chi_square(tokens, BLOCK_P)
+    stochastic = rule_block(AcceptanceRule.STOCHASTIC)
+    _, token_by_token = emitted_tokens(stochastic, k, seed=2000 + k, p=BLOCK_P, q=BLOCK_Q)
+    print(
+        f"\nblock k={k}: chi2={statistic:.2f} (threshold {THRESHOLD:.2f}) tokens={tokens.size} "
+        f"mean kept {kept.mean():.4f}, stochastic on the same uniforms {token_by_token.mean():.4f}"
+    )
+    assert tokens.size >= MIN_TOKENS
+    assert statistic <= THRESHOLD
+
+
+@pytest.mark.parametrize("name", list(JOINT_VARIANTS))
+def test_the_same_statistic_rejects_the_wrong_block_variants(name: str) -> None:
+    k = 4
+    block = _joint_block(JOINT_VARIANTS[name])
+    tokens, _ = emitted_tokens(block, k, seed=2000 + k, p=BLOCK_P, q=BLOCK_Q)
+    statistic = chi_square(tokens, BLOCK_P)
+    print(f"\n{name} k={k}: chi2={statistic:.2f} (threshold {THRESHOLD:.2f}) tokens={tokens.size}")
     assert tokens.size >= MIN_TOKENS
     assert statistic > THRESHOLD

@@ -18,6 +18,7 @@ probability changes, cannot leave the table silently stale.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,7 +30,13 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from specaccept import AcceptanceRule, ClosedForms, acceptance_closed_forms, acceptance_probability
+from specaccept import (
+    AcceptanceRule,
+    ClosedForms,
+    acceptance_closed_forms,
+    acceptance_probability,
+    verify_drafts_jointly,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +99,14 @@ RULE_FACTS: dict[AcceptanceRule, RuleFacts] = {
         proofs=(("proofs/sampler_match", "lemma 2"), ("proofs/greedy_drafter", "lemma 5")),
         formula=r"\sum_x p(x)\,q(x)",
         closed_form=_sum_prod,
+        lossless_on_tempered_p=True,
+    ),
+    AcceptanceRule.BLOCK: RuleFacts(
+        lossless="yes; one draft is the stochastic rule, and over a round it keeps at "
+        "least as many drafts",
+        proofs=(("proofs/block_verification", "lemma 9"),),
+        formula=r"\sum_x \min(p(x), q(x)) \text{ (one draft)}",
+        closed_form=_sum_min,
         lossless_on_tempered_p=True,
     ),
 }
@@ -257,8 +272,101 @@ class AcceptanceCeilingTable(SphinxDirective):
         return [self._examples(), self._table()]
 
 
+@dataclass(frozen=True)
+class BlockExample:
+    """A context-free pair on which a round of k drafts is computed both ways."""
+
+    label: str
+    p: tuple[float, ...]
+    q: tuple[float, ...]
+    k: int
+    source: str
+
+
+BLOCK_EXAMPLES = (
+    BlockExample("dyadic", (0.25, 0.75), (0.5, 0.5), 2,
+                 "the example of the verify_drafts_jointly page; float32 holds every value"),
+    BlockExample("Sun et al.", (1 / 3, 2 / 3), (2 / 3, 1 / 3), 2,
+                 "the paper's motivating example, where 10/9 and 11/9 are exact"),
+    BlockExample("dyadic, k = 4", (0.25, 0.75), (0.5, 0.5), 4, "the first pair, four drafts"),
+)
+
+
+def mean_kept_jointly(p: mx.array, q: mx.array, k: int) -> float:
+    """E[tau] of block verification: every draft sequence x (probability q(x)) weighted by
+    the mean of the library's `accepted_length_law` for it."""
+    vocab = p.shape[0]
+    drafts = mx.array(list(itertools.product(range(vocab), repeat=k)), dtype=mx.int32)
+    n = drafts.shape[0]
+    target = mx.broadcast_to(p, (n, k + 1, vocab))
+    draft = mx.broadcast_to(q, (n, k, vocab))
+    uniforms = mx.zeros((n, k + 1, 2))
+
+    def law(tp: mx.array, dp: mx.array, ids: mx.array, u: mx.array) -> mx.array:
+        return verify_drafts_jointly(tp, dp, ids, u).accepted_length_law
+
+    laws = mx.vmap(law)(target, draft, drafts, uniforms)
+    weights = mx.prod(q[drafts], axis=-1)
+    lengths = mx.arange(k + 1, dtype=mx.float32)
+    return cast(float, (weights * (laws * lengths).sum(axis=-1)).sum().item())
+
+
+def mean_kept_token_by_token(p: mx.array, q: mx.array, k: int) -> float:
+    """E[a] of the stochastic rule on a context-free pair: sum over i of alpha^i."""
+    alpha = cast(float, acceptance_probability(AcceptanceRule.STOCHASTIC, p, q).item())
+    return sum(alpha**i for i in range(1, k + 1))
+
+
+class BlockVerificationExample(SphinxDirective):
+    """Per-position ceiling against block-level optimality, computed from the code."""
+
+    has_content = False
+    required_arguments = 0
+    optional_arguments = 0
+
+    def run(self) -> list[nodes.Node]:
+        headers = ["example", "p", "q", "k", "ceiling per position", "stochastic E[kept]",
+                   "block E[kept]", "block / stochastic"]
+        table = nodes.table(classes=["block-verification-example"])
+        group = nodes.tgroup(cols=len(headers))
+        table += group
+        for width in (14, 14, 14, 4, 12, 12, 12, 10):
+            group += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        group += head
+        head += nodes.row("", *[nodes.entry("", _paragraph(nodes.Text(h))) for h in headers])
+        body = nodes.tbody()
+        group += body
+        items = nodes.bullet_list()
+        for example in BLOCK_EXAMPLES:
+            p, q = mx.array(example.p), mx.array(example.q)
+            ceiling = cast(float, acceptance_closed_forms(p, q).sum_min.item())
+            token = mean_kept_token_by_token(p, q, example.k)
+            block = mean_kept_jointly(p, q, example.k)
+            cells = [example.label, ", ".join(_number(v) for v in example.p),
+                     ", ".join(_number(v) for v in example.q), str(example.k),
+                     _number(ceiling), _number(token), _number(block), _number(block / token)]
+            body += nodes.row("", *[nodes.entry("", _paragraph(nodes.Text(c))) for c in cells])
+            items += nodes.list_item("", _paragraph(
+                nodes.strong(text=example.label), nodes.Text(f": {example.source}.")))
+        return [items, table]
+
+
+def block_example_problems() -> list[str]:
+    """Where the worked example would contradict lemma 9 (never fewer kept drafts)."""
+    problems = []
+    for example in BLOCK_EXAMPLES:
+        p, q = mx.array(example.p), mx.array(example.q)
+        token = mean_kept_token_by_token(p, q, example.k)
+        block = mean_kept_jointly(p, q, example.k)
+        if block < token - 1e-6:
+            problems.append(f"block verification keeps {block} < stochastic {token} drafts on "
+                            f"the {example.label!r} example, against lemma 9")
+    return problems
+
+
 def _check(app: Sphinx) -> None:
-    for problem in rule_facts_problems():
+    for problem in rule_facts_problems() + block_example_problems():
         logger.warning(
             f"docs/_ext/ceiling_table.py: {problem}", type="specaccept", subtype="ceiling"
         )
@@ -266,5 +374,6 @@ def _check(app: Sphinx) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("acceptance-ceiling-table", AcceptanceCeilingTable)
+    app.add_directive("block-verification-example", BlockVerificationExample)
     app.connect("builder-inited", _check)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

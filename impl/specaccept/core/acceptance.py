@@ -122,7 +122,7 @@ class AcceptanceRule(enum.Enum):
     SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION = "sampler-match-no-proposal-distribution"
     """Sampler-match because the drafter reported no q, though stochastic was enabled."""
     BLOCK = "block"
-    """Block verification: the drafts of a round verified jointly (`verify_drafts_jointly`)."""
+    """The drafts of a round verified jointly (block verification, `verify_drafts_jointly`)."""
 
     @property
     def needs_proposal_distribution(self) -> bool:

@@ -24,7 +24,7 @@ class JointVerdict(NamedTuple):
     num_accepted: mx.array
     """The length τ of the kept prefix, a 0-d int32 in [0, k]."""
     next_token: mx.array
-    """The token after the prefix (0-d int32): the bonus when τ = k, else a residual draw."""
+    """The token after the kept prefix, a 0-d int32; the bonus when τ = k, else a residual draw."""
     accepted_length_law: mx.array
     """`[k+1]` float32: entry i is P(τ = i | the drafts), the closed form the draws realise."""
 
@@ -39,8 +39,8 @@ def _prefix_weights(p_drafted: mx.array, q_drafted: mx.array) -> mx.array:
     w to 1: its log ratio is replaced by one larger than any deficit the prefix can hold.
     """
     excluded = p_drafted <= 0
-    unproposable = (q_drafted <= 0) & ~excluded
-    finite = ~(excluded | unproposable)
+    unproposable = mx.logical_and(q_drafted <= 0, mx.logical_not(excluded))
+    finite = mx.logical_not(mx.logical_or(excluded, unproposable))
     log_ratio = mx.where(finite, mx.log(mx.where(finite, p_drafted, 1.0))
                          - mx.log(mx.where(finite, q_drafted, 1.0)), 0.0)
     reset = mx.abs(log_ratio).sum() + 1.0
@@ -125,9 +125,11 @@ def verify_drafts_jointly(
     # reads, since a later position then keeps the prefix with probability 1.
     inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)
     keep_probability = mx.concatenate([inner, weights[k:]])  # h_1 .. h_k; h_k = w_k
-    keeps = (keep_probability > 0) & (u[:k, 0] <= keep_probability)
+    # logical_and, not &: under mx.vmap, & with one unbatched operand drops the batch axis
+    # (MLX 0.32), and the keep probabilities are unbatched when only the uniforms are mapped.
+    keeps = mx.logical_and(keep_probability > 0, u[:k, 0] <= keep_probability)
     lengths = mx.arange(1, k + 1, dtype=mx.int32)
-    num_accepted = mx.max(mx.where(keeps, lengths, 0)).astype(mx.int32)
+    num_accepted = mx.where(keeps, lengths, 0).max(axis=-1).astype(mx.int32)
 
     rows = mx.concatenate([
         mx.where(residual_mass[:, None] > 0,
