@@ -456,7 +456,7 @@ def test_library_is_the_exact_rule(k: int) -> None:
             assert got == block_outcomes(ps, qs, drafts), (prefix, drafts)
             closed = kept_length_law(exact_round(ps, qs, drafts).keep)
             assert law == pytest.approx([float(x) for x in closed], abs=1e-6)
-            kept = defaultdict(Fraction)
+            kept: defaultdict[int, Fraction] = defaultdict(Fraction)
             for (tau, _), w in got.items():
                 kept[tau] += w
             assert [kept[i] for i in range(k + 1)] == closed
