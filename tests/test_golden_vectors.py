@@ -305,11 +305,12 @@ def replay_verify_block(
 def replay_verify_drafts_jointly(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    tokens = [integer(t, "draft_tokens") for t in seq(inputs["draft_tokens"], "draft_tokens")]
+    draft = inputs["draft_probs"]
     verdict = verify_drafts_jointly(
         float_array(inputs["target_probs"], "target_probs"),
-        float_array(inputs["draft_probs"], "draft_probs"),
-        mx.array(tokens, dtype=mx.int32), float_array(inputs["uniforms"], "uniforms"),
+        None if draft is None else float_array(draft, "draft_probs"),
+        token_arg(inputs["draft_tokens"], "draft_tokens"),
+        float_array(inputs["uniforms"], "uniforms"),
     )
     return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
             + same("next_token", verdict.next_token.item(), expected["next_token"])

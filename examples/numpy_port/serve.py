@@ -144,6 +144,14 @@ def verify_block(i: dict[str, Any]) -> dict[str, Any]:
     return {"num_accepted": num, "next_token": nxt}
 
 
+def verify_drafts_jointly(i: dict[str, Any]) -> dict[str, Any]:
+    draft = None if i["draft_probs"] is None else floats(i["draft_probs"])
+    verdict = sp.verify_drafts_jointly(floats(i["target_probs"]), draft, ids(i["draft_tokens"]),
+                                       floats(i["uniforms"]))
+    return {"num_accepted": verdict.num_accepted, "next_token": verdict.next_token,
+            "accepted_length_law": plain(verdict.accepted_length_law)}
+
+
 def rewind_trim(i: dict[str, Any]) -> dict[str, Any]:
     target, draft, backfill = sp.rewind_trim(value(i["num_draft"]), value(i["num_accepted"]))
     return {"target_trim": target, "draft_trim": draft, "draft_backfill": backfill}
@@ -189,6 +197,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "residual_distribution": residual_distribution,
     "verify_draft_token": verify_draft_token,
     "verify_block": verify_block,
+    "verify_drafts_jointly": verify_drafts_jointly,
     "rewind_trim": rewind_trim,
     "acceptance_closed_forms": acceptance_closed_forms,
     "acceptance_rule": acceptance_rule,

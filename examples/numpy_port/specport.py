@@ -25,7 +25,10 @@ from numpy.typing import NDArray
 F32 = np.float32
 NEG_INF = F32(-np.inf)
 DRY_PENALTY_CAP = F32(1e30)
-RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-proposal-distribution")
+RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-proposal-distribution",
+         "block")
+JOINT_RULES = ("block",)
+"""Rules whose decisions are not one per position (verify_drafts_jointly.md)."""
 STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 SMALLEST_TEMPERATURE = 2.0**-126  # float32's smallest normal
@@ -456,9 +459,15 @@ def verify(rule: str, p: Array, q: Array | None, token: Array, u_accept: Array,
     return Verdict(draw == token, draw)
 
 
+def refuse_joint(rule: str, function: str) -> str:
+    if rule in JOINT_RULES:
+        raise ArgumentValueError("rule", f"rule {rule!r} is verify_drafts_jointly, not {function}")
+    return rule
+
+
 def verify_draft_token(rule: object, p: object, q: object, token: object, u_accept: object,
                        u_sample: object) -> Verdict:
-    rule = require_rule(rule)
+    rule = refuse_joint(require_rule(rule), "verify_draft_token")
     if q is None:
         if rule == "stochastic":
             raise ArgumentValueError("q", "q is required by the stochastic rule")
@@ -474,7 +483,7 @@ def verify_draft_token(rule: object, p: object, q: object, token: object, u_acce
 
 def verify_block(rule: object, target_probs: object, draft_probs: object, draft_tokens: object,
                  uniforms: object) -> tuple[int, int]:
-    rule = require_rule(rule)
+    rule = refuse_joint(require_rule(rule), "verify_block")
     target = require_probabilities("target_probs", target_probs, (2,))
     tokens_in = require_array("draft_tokens", draft_tokens)
     if tokens_in.ndim != 1 or tokens_in.shape[0] < 1:
@@ -510,6 +519,70 @@ def verify_block(rule: object, target_probs: object, draft_probs: object, draft_
     return num_accepted, int(candidates[num_accepted])
 
 
+# --- block verification (spec/verify_drafts_jointly.md) --------------------------------------
+
+
+def prefix_weights(p_drafted: Array, q_drafted: Array) -> Array:
+    """w_0 = 1, w_i = min(1, w_{i-1} p_i(X_i) / q_i(X_i)) through log-space prefix sums."""
+    excluded = p_drafted <= 0
+    unproposable = (q_drafted <= 0) & ~excluded
+    finite = ~(excluded | unproposable)
+    with np.errstate(divide="ignore"):
+        log_ratio = np.where(finite, np.log(np.where(finite, p_drafted, F32(1)))
+                             - np.log(np.where(finite, q_drafted, F32(1))), F32(0)).astype(F32)
+    reset = np.abs(log_ratio).sum(dtype=F32) + F32(1)
+    log_ratio = np.where(unproposable, reset, log_ratio).astype(F32)
+    sums = np.concatenate([np.zeros(1, F32), np.cumsum(log_ratio, dtype=F32)])
+    log_weights = sums - np.maximum.accumulate(sums)
+    dead = np.concatenate([[False], np.cumsum(excluded.astype(np.int32)) > 0])
+    return np.where(dead, F32(0), np.exp(log_weights)).astype(F32)
+
+
+class JointVerdict(NamedTuple):
+    num_accepted: int
+    next_token: int
+    accepted_length_law: Array
+
+
+def verify_drafts_jointly(target_probs: object, draft_probs: object, draft_tokens: object,
+                          uniforms: object) -> JointVerdict:
+    target = require_probabilities("target_probs", target_probs, (2,))
+    draft = require_probabilities("draft_probs", draft_probs, (2,))
+    tokens_in = require_array("draft_tokens", draft_tokens)
+    if tokens_in.ndim != 1 or tokens_in.shape[0] < 1:
+        raise ArgumentValueError("draft_tokens", "draft_tokens must be [k] with k >= 1")
+    k, vocab_size = tokens_in.shape[0], target.shape[1]
+    if target.shape[0] != k + 1:
+        raise ArgumentValueError("target_probs", "target_probs must be [k+1, V]")
+    if draft.shape != (k, vocab_size):
+        raise ArgumentValueError("draft_probs", "draft_probs must be [k, V]")
+    tokens = token_id("draft_tokens", tokens_in, vocab_size, (k,))
+    u_in = require_array("uniforms", uniforms)
+    if u_in.shape != (k + 1, 2):
+        raise ArgumentValueError("uniforms", "uniforms must be [k+1, 2]")
+    u = uniform("uniforms", u_in, (k + 1, 2))
+
+    p_drafted = target[np.arange(k), tokens]
+    q_drafted = draft[np.arange(k), tokens]
+    weights = prefix_weights(p_drafted, q_drafted)
+    excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
+    mass = excess.sum(axis=-1, dtype=F32)
+    z, w = mass[1:], weights[1:k]
+    denominator = z + (F32(1) - w)
+    safe = np.where(denominator > 0, denominator, F32(1))
+    keep = np.concatenate([np.where(denominator > 0, z / safe, F32(1)), weights[k:]]).astype(F32)
+    passes = (keep > 0) & (u[:k, 0] <= keep)
+    num_accepted = int(np.where(passes, np.arange(1, k + 1), 0).max())
+    safe_mass = np.where(mass > 0, mass, F32(1))[:, None]
+    rows = np.concatenate([np.where(mass[:, None] > 0, excess / safe_mass, target[:k]),
+                           target[k:]]).astype(F32)
+    candidates = sample_from_distribution(rows, u[:, 1])
+    rejects_after = np.cumprod((F32(1) - keep)[::-1], dtype=F32)[::-1]
+    later = np.concatenate([rejects_after[1:], np.ones(1, F32)])
+    law = np.concatenate([rejects_after[:1], keep * later]).astype(F32)
+    return JointVerdict(num_accepted, int(candidates[num_accepted]), law)
+
+
 # --- rewind_trim (spec/rewind_trim.md) -----------------------------------------------------
 
 
@@ -537,7 +610,7 @@ def acceptance_closed_forms(p: object, q: object) -> tuple[Array, Array, Array]:
 def acceptance_probability(rule: object, p: object, q: object) -> Array:
     rule = require_rule(rule)
     sum_min, sum_prod, _ = acceptance_closed_forms(p, q)
-    if rule == "stochastic":
+    if rule in ("stochastic", "block"):
         return sum_min
     if rule == "greedy-argmax":
         assert isinstance(p, np.ndarray) and isinstance(q, np.ndarray)

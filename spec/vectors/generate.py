@@ -1422,6 +1422,13 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
             else None,
             decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
         )
+    elif family == "verify_drafts_jointly":
+        verify_drafts_jointly(
+            decode_array(inputs["target_probs"], f32_),
+            decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
+            else None,
+            decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
+        )
     elif family == "rewind_trim":
         rewind_trim(decode_value(inputs["num_draft"]), decode_value(inputs["num_accepted"]))
     elif family == "acceptance_closed_forms":
@@ -1484,6 +1491,9 @@ def base_inputs(family: str) -> dict[str, Json]:
         "verify_block": {"rule": stochastic, "target_probs": [[0.5, 0.5], [0.5, 0.5]],
                          "draft_probs": [[0.5, 0.5]], "draft_tokens": [0],
                          "uniforms": [[0.5, 0.5], [0.5, 0.5]]},
+        "verify_drafts_jointly": {"target_probs": [[0.5, 0.5], [0.5, 0.5]],
+                                  "draft_probs": [[0.5, 0.5]], "draft_tokens": [0],
+                                  "uniforms": [[0.5, 0.5], [0.5, 0.5]]},
         "rewind_trim": {"num_draft": 2, "num_accepted": 1},
         "acceptance_closed_forms": {"p": [0.5, 0.5], "q": [0.25, 0.75]},
         "acceptance_rule": {"target_config": encode_config(SamplerConfig()),
@@ -1653,6 +1663,9 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("u_sample_rows_mismatch", "[k, V] rows take [k] uniforms",
              {"p": [[0.25, 0.75]], "q": [[0.5, 0.5]], "token": [0], "u_accept": [0.5],
               "u_sample": [0.5, 0.5]}, v, "u_sample"),
+            ("rule_block_has_no_single_position_form",
+             "rule block verifies a round jointly: verify_drafts_jointly", {"rule": "block"}, v,
+             "rule"),
         ],
         "verify_block": [
             ("rule_not_a_rule", "the rule must be an AcceptanceRule", {"rule": 2},
@@ -1680,6 +1693,34 @@ def error_cases() -> dict[str, list[ErrorCase]]:
              {"draft_probs": [[0.5, 0.5], [0.5, 0.5]]}, v, "draft_probs"),
             ("draft_probs_float16", "probabilities must be float32",
              {"draft_probs": typed([[0.5, 0.5]], "float16")}, t, "draft_probs"),
+            ("rule_block_is_verified_jointly",
+             "verify_block verifies token by token; rule block is verify_drafts_jointly",
+             {"rule": "block"}, v, "rule"),
+        ],
+        "verify_drafts_jointly": [
+            ("target_probs_one_dimensional", "target_probs is [k+1, V]",
+             {"target_probs": [0.5, 0.5]}, v, "target_probs"),
+            ("target_probs_float16", "probabilities must be float32",
+             {"target_probs": typed([[0.5, 0.5], [0.5, 0.5]], "float16")}, t, "target_probs"),
+            ("target_probs_rows_not_k_plus_one", "k drafts need k + 1 target rows",
+             {"target_probs": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]}, v, "target_probs"),
+            ("draft_probs_missing", "block verification reads draft_probs",
+             {"draft_probs": None}, t, "draft_probs"),
+            ("draft_probs_wrong_shape", "draft_probs is [k, V]",
+             {"draft_probs": [[0.5, 0.5], [0.5, 0.5]]}, v, "draft_probs"),
+            ("draft_probs_float16", "probabilities must be float32",
+             {"draft_probs": typed([[0.5, 0.5]], "float16")}, t, "draft_probs"),
+            ("draft_tokens_not_an_array", "draft_tokens is a [k] array", {"draft_tokens": 0}, t,
+             "draft_tokens"),
+            ("draft_tokens_empty", "k >= 1", {"draft_tokens": [], "target_probs": [[0.5, 0.5]],
+                                              "draft_probs": [[0.5, 0.5]],
+                                              "uniforms": [[0.5, 0.5]]}, v, "draft_tokens"),
+            ("draft_tokens_float_dtype", "draft ids must be integer",
+             {"draft_tokens": typed([0.0], "float32")}, t, "draft_tokens"),
+            ("uniforms_wrong_shape", "uniforms is [k+1, 2]", {"uniforms": [[0.5, 0.5]]}, v,
+             "uniforms"),
+            ("uniforms_integer_dtype", "uniforms must be floating",
+             {"uniforms": typed([[0, 0], [0, 0]], "int32")}, t, "uniforms"),
         ],
         "rewind_trim": [
             ("num_draft_zero", "num_draft >= 1", {"num_draft": 0, "num_accepted": 0}, v,
