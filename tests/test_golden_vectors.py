@@ -305,10 +305,11 @@ def replay_verify_block(
 def replay_verify_drafts_jointly(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    draft = inputs["draft_probs"]
+    # An error vector passes draft_probs = null to show it is required: pass None through.
+    raw = inputs["draft_probs"]
+    draft: Any = None if raw is None else float_array(raw, "draft_probs")
     verdict = verify_drafts_jointly(
-        float_array(inputs["target_probs"], "target_probs"),
-        None if draft is None else float_array(draft, "draft_probs"),
+        float_array(inputs["target_probs"], "target_probs"), draft,
         token_arg(inputs["draft_tokens"], "draft_tokens"),
         float_array(inputs["uniforms"], "uniforms"),
     )
