@@ -258,3 +258,30 @@ def test_a_sampler_row_with_no_finite_mass_stops_the_run_naming_position_and_cau
     )
     with pytest.raises(NonFiniteLogitsError, match="the drafter's sampler left no finite"):
         collect(generator.generate(every_token, 8))
+
+
+@pytest.mark.parametrize(
+    ("settings", "pattern"),
+    [
+        ({"eos_token_ids": 5}, r"eos_token_ids must be a collection of int token ids.*got int 5"),
+        ({"eos_token_ids": None}, r"eos_token_ids must be a collection .*got NoneType"),
+        ({"eos_token_ids": "5"}, r"eos_token_ids must be a collection .*got str"),
+        ({"eos_token_ids": [1.0]}, r"eos_token_ids must hold int token ids, got 1\.0"),
+    ],
+)
+def test_bad_eos_token_ids_are_named(settings: dict[str, Any], pattern: str) -> None:
+    target, drafter = _pair()
+    with pytest.raises(TypeError, match=pattern):
+        SpeculativeGenerator(target, drafter, GREEDY, **settings)
+    with pytest.raises(TypeError, match=pattern):
+        list(target_only_generate(target, PROMPT, GREEDY, 4, **settings))
+
+
+def test_a_missing_model_is_named() -> None:
+    target, _ = _pair()
+    with pytest.raises(TypeError, match=r"^drafter must be a model.*got NoneType"):
+        SpeculativeGenerator(target, None, GREEDY)
+    with pytest.raises(TypeError, match=r"^target must be a model.*got NoneType"):
+        SpeculativeGenerator(None, target, GREEDY)
+    with pytest.raises(TypeError, match=r"^target must be a model"):
+        list(target_only_generate(None, PROMPT, GREEDY, 4))

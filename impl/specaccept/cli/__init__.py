@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -42,9 +43,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()
     except ValueError as error:
         parser.exit(2, f"specaccept: error: {error}\n")
+    except BrokenPipeError:
+        # The reader left (`| head`): stop quietly, as Unix tools do on SIGPIPE, and keep
+        # the interpreter's final flush from reporting the same broken pipe again.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        sys.stderr.write("specaccept: interrupted\n")
+        return generate.EXIT_INTERRUPTED
+    except OSError as error:
+        _silence_stdout()
+        where = f": {error.filename}" if error.filename else ""
+        sys.stderr.write(f"specaccept: error: {error.strerror or error}{where}\n")
+        return 1
     return status
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: the status of a Unix tool whose reader closed the pipe."""
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

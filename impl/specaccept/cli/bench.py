@@ -26,6 +26,7 @@ from specaccept.cli.options import (
     blas_in_use,
     encode_prompt,
     mlx_version,
+    output_path,
     positive_int,
     print_invocation,
     progress_bar,
@@ -45,11 +46,13 @@ def add_parser(commands: Any) -> None:
         "bench", help="side-by-side performance ratios"
     )
     add_model_arguments(bench)
-    add_run_arguments(bench, tokens=200)
+    add_run_arguments(bench, tokens=200, measures=True)
     add_sampler_arguments(bench)
     bench.add_argument("--repeats", type=positive_int, default=5)
     bench.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
-    bench.add_argument("--json", dest="json_path", help="also write the results to this file")
+    bench.add_argument(
+        "--json", dest="json_path", type=output_path, help="also write the results to this file"
+    )
     bench.set_defaults(handler=run_benchmark)
 
 

@@ -18,7 +18,10 @@ from specaccept.cli.options import (
     sampler_config,
 )
 
-__all__ = ["add_parser", "run"]
+__all__ = ["EXIT_INTERRUPTED", "add_parser", "run", "warn_past_context"]
+
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: the status a shell reports for a command stopped by Ctrl-C."""
 
 
 def add_parser(commands: Any) -> None:
@@ -67,30 +70,54 @@ def run(args: argparse.Namespace) -> int:
         out.write(detokenizer.last_segment)
         out.flush()
 
+    # One warning is enough: the target's, else the drafter's.
+    if not warn_past_context(pair.target, "target", len(prompt), args.max_tokens) and (
+        pair.drafter is not None
+    ):
+        warn_past_context(pair.drafter, "drafter", len(prompt), args.max_tokens)
     start = time.perf_counter()
     count = 0
-    if pair.drafter is None:
-        for token in target_only_generate(
-            pair.target, prompt, config, args.max_tokens, seed=args.seed, eos_token_ids=eos
-        ):
-            stream([token])
-            count += 1
-        summary = "[Target only] no drafter"
-    else:
-        generator = SpeculativeGenerator(
-            pair.target, pair.drafter, config,
-            num_draft_tokens=args.num_draft_tokens, rule=args.rule, eos_token_ids=eos,
-            check_caches=args.check_caches, diagnostics=diagnostics_enabled(args.diag),
-        )
-        run = generator.generate(prompt, args.max_tokens, seed=args.seed)
-        for block in run:
-            stream(block)
-            count += len(block)
-        summary = run.stats.summary_line()
+    interrupted = False
+    run = None
+    try:
+        if pair.drafter is None:
+            for token in target_only_generate(
+                pair.target, prompt, config, args.max_tokens, seed=args.seed, eos_token_ids=eos
+            ):
+                stream([token])
+                count += 1
+        else:
+            generator = SpeculativeGenerator(
+                pair.target, pair.drafter, config,
+                num_draft_tokens=args.num_draft_tokens, rule=args.rule, eos_token_ids=eos,
+                check_caches=args.check_caches, diagnostics=diagnostics_enabled(args.diag),
+            )
+            run = generator.generate(prompt, args.max_tokens, seed=args.seed)
+            for block in run:
+                stream(block)
+                count += len(block)
+    except KeyboardInterrupt:
+        # Ctrl-C ends the run, not the report: the stats are current after every block.
+        interrupted = True
     elapsed = time.perf_counter() - start
     detokenizer.finalize()
     out.write(detokenizer.last_segment + "\n")
-    print(summary)
+    print(run.stats.summary_line() if run is not None else "[Target only] no drafter")
     rate = count / elapsed if elapsed > 0 else 0.0
-    print(f"generated={count} seconds={elapsed:.3f} tokens_per_second={rate:.2f}")
-    return 0
+    ending = " interrupted=true" if interrupted else ""
+    print(f"generated={count} seconds={elapsed:.3f} tokens_per_second={rate:.2f}{ending}")
+    return EXIT_INTERRUPTED if interrupted else 0
+
+
+def warn_past_context(model: Any, role: str, prompt_tokens: int, max_tokens: int) -> bool:
+    """Warn on stderr when the run reaches past the context the model declares; say if so."""
+    declared = getattr(getattr(model, "args", None), "max_position_embeddings", None)
+    if not (isinstance(declared, int) and prompt_tokens + max_tokens > declared):
+        return False
+    print(
+        f"specaccept: warning: the prompt ({prompt_tokens} tokens) plus -n {max_tokens} "
+        f"exceeds the {role}'s max_position_embeddings ({declared}); output past position "
+        f"{declared} is outside what it was trained on",
+        file=sys.stderr,
+    )
+    return True

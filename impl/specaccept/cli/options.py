@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -28,6 +29,7 @@ __all__ = [
     "encode_prompt",
     "mlx_version",
     "non_negative_int",
+    "output_path",
     "positive_int",
     "print_invocation",
     "progress_bar",
@@ -75,9 +77,29 @@ def add_sampler_arguments(parser: argparse.ArgumentParser, *, with_temp: bool = 
     group.add_argument("--presence-penalty", type=float, default=0.0)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, *, tokens: int) -> None:
-    """-n/--max-tokens, --seed and --num-draft-tokens."""
-    parser.add_argument("-n", "--max-tokens", type=non_negative_int, default=tokens)
+def output_path(text: str) -> str:
+    """An argparse type: a file path that can be written, checked before any work is done."""
+    path = Path(text).expanduser()
+    parent = path.parent
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text!r}: {str(parent)!r} is not a directory"
+        )
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
+    return text
+
+
+def add_run_arguments(
+    parser: argparse.ArgumentParser, *, tokens: int, measures: bool = False
+) -> None:
+    """-n/--max-tokens, --seed and --num-draft-tokens; a measurement needs -n >= 1."""
+    parser.add_argument(
+        "-n", "--max-tokens", type=positive_int if measures else non_negative_int,
+        default=tokens,
+    )
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--num-draft-tokens", type=positive_int, default=4, help="k")
 

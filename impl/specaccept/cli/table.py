@@ -14,6 +14,7 @@ from specaccept.cli.options import (
     add_sampler_arguments,
     blas_in_use,
     encode_prompt,
+    output_path,
     positive_int,
     print_invocation,
     progress_bar,
@@ -61,7 +62,7 @@ def add_parser(commands: Any) -> None:
         "table", help="closed forms against measured acceptance"
     )
     add_model_arguments(table)
-    add_run_arguments(table, tokens=200)
+    add_run_arguments(table, tokens=200, measures=True)
     add_sampler_arguments(table, with_temp=False)
     table.add_argument(
         "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
@@ -71,7 +72,9 @@ def add_parser(commands: Any) -> None:
         "--repeats", type=positive_int, default=1,
         help="runs per prompt, seeds --seed + run (the demo pair's context caps one run)",
     )
-    table.add_argument("--json", dest="json_path", help="also write the rows to this file")
+    table.add_argument(
+        "--json", dest="json_path", type=output_path, help="also write the rows to this file"
+    )
     table.set_defaults(handler=measurement_table)
 
 

@@ -14,7 +14,7 @@ caches, which must be trimmable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -231,6 +231,27 @@ def _check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
     return tokens
 
 
+def _check_model(name: str, model: object) -> None:
+    if not callable(model):
+        raise TypeError(
+            f"{name} must be a model, callable as model(tokens[None], cache=cache), "
+            f"got {type(model).__name__}"
+        )
+
+
+def _check_eos_token_ids(eos_token_ids: object) -> frozenset[int]:
+    if isinstance(eos_token_ids, str | bytes) or not isinstance(eos_token_ids, Iterable):
+        raise TypeError(
+            "eos_token_ids must be a collection of int token ids (e.g. frozenset({2})), "
+            f"got {type(eos_token_ids).__name__} {eos_token_ids!r}"
+        )
+    ids = frozenset(eos_token_ids)
+    for token in ids:
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"eos_token_ids must hold int token ids, got {token!r}")
+    return ids
+
+
 def _check_run_arguments(max_tokens: int, seed: int, prefill_step_size: int) -> None:
     for name, value in (
         ("max_tokens", max_tokens), ("seed", seed), ("prefill_step_size", prefill_step_size),
@@ -342,6 +363,8 @@ class SpeculativeGenerator:
     )
 
     def __post_init__(self) -> None:
+        _check_model("target", self.target)
+        _check_model("drafter", self.drafter)
         if not isinstance(self.target_config, SamplerConfig):
             raise TypeError(
                 f"target_config must be a SamplerConfig, got {type(self.target_config).__name__}"
@@ -359,7 +382,7 @@ class SpeculativeGenerator:
             raise ValueError(
                 f"rule must be one of 'auto', 'stochastic', 'sampler-match', got {self.rule!r}"
             )
-        self.eos_token_ids = frozenset(self.eos_token_ids)
+        self.eos_token_ids = _check_eos_token_ids(self.eos_token_ids)
         self.vocab_size = vocab_size_of(self.target)
         draft_vocab = vocab_size_of(self.drafter)
         if draft_vocab != self.vocab_size:
@@ -624,8 +647,10 @@ def target_only_generate(
     uniform a speculative round's sampler-match draw uses, so the two streams
     coincide under sampler-match (up to the numerics of a batched forward).
     """
+    _check_model("target", target)
     if not isinstance(config, SamplerConfig):
         raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
+    eos_token_ids = _check_eos_token_ids(eos_token_ids)
     _check_run_arguments(max_tokens, seed, prefill_step_size)
     vocab_size = vocab_size_of(target)
     tokens = _check_prompt(prompt, vocab_size)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,10 @@ def load_model(path: str | os.PathLike[str], *, role: str = "model") -> tuple[An
     """Load an mlx-lm model directory offline; return (model, tokenizer).
 
     Raises:
-        ValueError: `path` is not a directory holding a config.json. specaccept
-            never downloads weights: fetch them first (see the README).
+        ValueError: `path` is not a loadable model directory; one line names the
+            directory and what is wrong (no or malformed config.json, no or
+            truncated weights, no tokenizer files, or mlx-lm's own refusal).
+            specaccept never downloads weights: fetch them first (see the README).
     """
     directory = Path(path).expanduser()
     if not directory.is_dir():
@@ -34,13 +38,78 @@ def load_model(path: str | os.PathLike[str], *, role: str = "model") -> tuple[An
             f"{role} path {str(path)!r} is not a directory; pass a local mlx-lm model "
             "directory (specaccept never downloads weights)"
         )
-    if not (directory / "config.json").is_file():
-        raise ValueError(f"{role} path {str(path)!r} has no config.json: not an mlx-lm model")
+    _check_model_directory(directory, f"{role} model directory {str(path)!r}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from mlx_lm import load
 
-    loaded = load(str(directory))
+    try:
+        loaded = load(str(directory))
+    except Exception as error:  # a boundary: whatever mlx-lm raises becomes one clear line
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ValueError(
+            f"{role} model directory {str(path)!r} could not be loaded by mlx-lm: "
+            f"{type(error).__name__}: {detail}"
+        ) from error
     return loaded[0], loaded[1]
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+
+
+def _check_model_directory(directory: Path, name: str) -> None:
+    """Refuse, in one line each, what mlx-lm would report with a traceback."""
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{name} has no config.json: not an mlx-lm model")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{name}: config.json is not valid JSON ({error})") from error
+    if not isinstance(config, dict):
+        kind = type(config).__name__
+        raise ValueError(f"{name}: config.json must hold a JSON object, got {kind}")
+    if "model_type" not in config:
+        raise ValueError(f"{name}: config.json has no model_type, so no architecture can be built")
+    weights = sorted(directory.glob("model*.safetensors"))
+    if not weights:
+        raise ValueError(f"{name} has no weights: no model*.safetensors file")
+    for weight_file in weights:
+        problem = _safetensors_problem(weight_file)
+        if problem:
+            raise ValueError(f"{name}: {weight_file.name} {problem}")
+    if not any((directory / file).is_file() for file in _TOKENIZER_FILES):
+        raise ValueError(
+            f"{name} has no tokenizer files (none of {', '.join(_TOKENIZER_FILES)})"
+        )
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file cannot be read in full (its header says how long it is), or None."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                return f"is truncated: {size} bytes, not even the 8-byte header length"
+            (header_length,) = struct.unpack("<Q", prefix)
+            if 8 + header_length > size:
+                needed = 8 + header_length
+                return f"is truncated: its header needs {needed} bytes, the file has {size}"
+            header = json.loads(handle.read(header_length))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return f"has an unreadable header ({error})"
+    if not isinstance(header, dict):
+        return "has a malformed header"
+    ends = [
+        entry["data_offsets"][1] for key, entry in header.items()
+        if key != "__metadata__" and isinstance(entry, dict)
+        and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
+        and isinstance(entry["data_offsets"][1], int)
+    ]
+    needed = 8 + header_length + max(ends, default=0)
+    if needed > size:
+        return f"is truncated: its tensors need {needed} bytes, the file has {size}"
+    return None
 
 
 def load_pair(
