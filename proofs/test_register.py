@@ -6,6 +6,7 @@ lemma page without its hypotheses, fails here rather than misleading a reader.""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -26,10 +27,11 @@ PAGES = sorted([*ROOT.glob("spec/**/*.md"), *ROOT.glob("proofs/*.md"), *ROOT.glo
 PROOF_PAGES = sorted(p for p in ROOT.glob("proofs/*.md") if p.name != "index.md")
 
 
-def defined_names(path: Path) -> set[str]:
+@functools.cache
+def defined_names(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text("utf-8"))
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    return frozenset(node.name for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef | ast.ClassDef))
 
 
 def dangling_checks(text: str, root: Path) -> list[str]:
