@@ -82,6 +82,7 @@ autodoc_type_aliases = {
 # there is no intersphinx inventory for Python, MLX or mlx-lm. Listed one by one, so that
 # any other unresolved reference still fails the build.
 nitpick_ignore = [
+    ("py:class", "collections.abc.Callable"),
     ("py:class", "collections.abc.Iterator"),
     ("py:class", "collections.abc.Mapping"),
     ("py:class", "collections.abc.Sequence"),

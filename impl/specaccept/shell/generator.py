@@ -92,7 +92,7 @@ class RoundObservation:
     draft_offset_before: int | None
     """Drafter cache entries before the round's first draft forward (None when k = 0)."""
     draft_fed: int
-    """Tokens in the drafter's first forward: the current token plus any owed backfill."""
+    """The drafter's first forward took this many tokens (current token plus owed backfill)."""
     target_offset_after: int
     """Target cache entries after the rewind."""
     draft_offset_after: int | None
