@@ -61,6 +61,12 @@ html_title = "specaccept"
 
 # The vendored MathJax (sphinx-mathjax-offline), never a CDN: the site must read offline.
 mathjax_path = "mathjax/tex-chtml.js"
+# MathJax 3 reads \text{} and \texttt{} as plain text unless textmacros is loaded: without
+# it \texttt{sum\_min} shows its backslash. (The vendored copy has the extension.)
+mathjax3_config = {
+    "loader": {"load": ["[tex]/textmacros"]},
+    "tex": {"packages": {"[+]": ["textmacros"]}},
+}
 
 # Copy the code, not the prompts or the outputs, from doctest blocks and shell sessions.
 copybutton_prompt_text = r">>> |\.\.\. |\$ "

@@ -9,8 +9,9 @@ is a manual review, not a CI step):
 1. Screenshots of the index, a proof, the ceiling table, the results and the porting guide
    at 1280 px (desktop) and 390 px (phone) wide, into OUT_DIR, for a person to look at.
 2. For every page (the highlighted sources under ``_modules/`` aside), the DOM after the
-   page's scripts ran: each math element must hold a MathJax ``mjx-container`` and no
-   ``mjx-merror``: it was typeset, neither left as raw TeX nor shown as a TeX error.
+   page's scripts ran: each math element must hold a MathJax ``mjx-container``, no
+   ``mjx-merror``, and no backslash in the text MathJax reads out: it was typeset, not left
+   as raw TeX, shown as a TeX error, or shown with a macro's backslash.
    Prints the totals and every page that fails, and exits 1 if any does.
 
 Chromium resolves no host name but ``localhost`` here (``--host-resolver-rules``), so a
@@ -27,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bs4 import BeautifulSoup
+from bs4 import BeautifulSoup, Tag
 
 PAGES = ("index", "proofs/single_position", "ceiling", "results", "porting")
 WIDTHS = (1280, 390)
@@ -63,17 +64,23 @@ def take_screenshots(site: Path, out: Path) -> None:
             print(f"wrote {target}" if target.exists() else f"NO SCREENSHOT: {target}")
 
 
+def typeset(math: Tag) -> bool:
+    """Whether MathJax typeset `math`: no TeX error box, and no backslash left in the text
+    it reads out (``\\_`` inside ``\\texttt`` shown as is, for instance)."""
+    container = math.find("mjx-container")
+    if container is None or math.find("mjx-merror") is not None:
+        return False
+    spoken = container.find("mjx-assistive-mml")
+    return spoken is None or "\\" not in spoken.get_text()
+
+
 def untypeset_math(page: Path) -> tuple[int, list[str]]:
     """The math elements of `page`, and the TeX of those MathJax left untypeset."""
     dom = BeautifulSoup(chromium("--dump-dom", page.as_uri()), "html.parser")
     if dom.find("article") is None:  # Chromium failed or the page did not render
         return 0, ["(page did not load)"]
     elements = dom.select(".math")
-    # Untypeset, or typeset as a TeX error (MathJax's red mjx-merror box).
-    raw = [
-        " ".join(m.get_text().split())[:60] for m in elements
-        if not m.find("mjx-container") or m.find("mjx-merror")
-    ]
+    raw = [" ".join(m.get_text().split())[:60] for m in elements if not typeset(m)]
     return len(elements), raw
 
 
