@@ -224,6 +224,47 @@ def _apply_repetition_penalties(
     )
 
 
+def _dense_ranks(keys: mx.array) -> mx.array:
+    """Label each entry by the rank of its value among the distinct values, `[n]` int32.
+
+    Equal keys get equal labels and different keys different ones, in [0, n).
+    """
+    order = mx.argsort(keys)
+    ordered = keys[order]
+    starts = (ordered[1:] != ordered[:-1]).astype(mx.int32)
+    labels = mx.cumsum(mx.concatenate([mx.zeros((1,), dtype=mx.int32), starts]))
+    return mx.zeros(keys.shape, dtype=mx.int32).at[order].add(labels)
+
+
+def _prefix_match_lengths(sequence: mx.array) -> mx.array:
+    """Z[t] = the longest L with sequence[t:t+L] == sequence[:L], for t >= 1, `[n]` int32.
+
+    The Z-array, computed without reading the sequence: prefix doubling labels
+    every block of length 2**k (equal blocks, equal labels), then each Z[t]
+    is built from the largest block down, adding 2**k while the blocks at t + Z
+    and at Z still match. O(n log^2 n) work in O(log n) lazy steps; entry 0 is
+    unused (it holds n - 1 or less).
+    """
+    n = sequence.shape[0]
+    labels = _dense_ranks(sequence)
+    levels = [labels]
+    span = 1
+    while 2 * span <= n - 1:  # blocks longer than n - 1 never match at t >= 1
+        following = mx.concatenate([labels[span:] + 1, mx.zeros((span,), dtype=mx.int32)])
+        pairs = labels.astype(mx.int64) * (n + 1) + following.astype(mx.int64)
+        labels = _dense_ranks(pairs)
+        levels.append(labels)
+        span *= 2
+    positions = mx.arange(n)
+    length = mx.zeros((n,), dtype=mx.int32)
+    for level in range(len(levels) - 1, -1, -1):
+        block, table = 1 << level, levels[level]
+        here = positions + length
+        same = table[mx.minimum(here, n - 1)] == table[mx.minimum(length, n - 1)]
+        length = mx.where((here + block <= n) & same, length + block, length)
+    return length
+
+
 def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> mx.array:
     """The DRY penalty per token, `[V]` float32 (0 where none applies).
 
@@ -233,6 +274,11 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     match reaches `dry_allowed_length` is penalised by
     multiplier * base ** (L - allowed_length), capped at 1e30. Breakers are never
     penalised.
+
+    As in llama.cpp, the match lengths come from the Z-array of the reversed
+    window: window[i-L:i] == window[n-L:n] says that the reversed window,
+    read from n - i, matches its own first L entries. That costs
+    O(n log^2 n) instead of the n x n comparison the definition suggests.
     """
     window = history if config.dry_penalty_last_n == -1 else history[-config.dry_penalty_last_n :]
     n = window.shape[0]
@@ -240,17 +286,15 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
         return mx.zeros((vocab_size,), dtype=mx.float32)
     breakers = mx.array(list(config.dry_sequence_breakers) or [-1], dtype=mx.int32)
     is_breaker = (window[:, None] == breakers[None, :]).any(axis=1)
-    # equal[i, j] = window[i - 1 - j] == window[n - 1 - j], for candidates i in [1, n).
-    candidates = mx.arange(1, n)
-    lags = mx.arange(n - 1)
-    earlier = candidates[:, None] - 1 - lags[None, :]
-    suffix = n - 1 - lags
-    valid = earlier >= 0
-    equal = (window[mx.maximum(earlier, 0)] == window[suffix][None, :]) & valid
-    equal = equal & ~is_breaker[suffix][None, :]
-    match_length = mx.cumprod(equal.astype(mx.float32), axis=1).sum(axis=1)
+    reversed_window = window[::-1]
+    # The matched suffix stops at the last breaker: it may span only the ids after it.
+    breaker_free = mx.where(
+        is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n
+    )
+    # Candidate i (1 <= i < n) reads Z at n - i.
+    match_length = mx.minimum(_prefix_match_lengths(reversed_window)[::-1][:-1], breaker_free)
+    match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)
     candidate_tokens = window[1:]
-    match_length = mx.where(is_breaker[1:], 0.0, match_length)
     longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
     exponent = longest - config.dry_allowed_length
     penalty = config.dry_multiplier * mx.power(mx.array(config.dry_base, mx.float32), exponent)
