@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci", "examples"]
+PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci", "examples", "benchmarks"]
 
 
 def step(name: str, *command: str) -> None:
