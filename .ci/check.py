@@ -14,6 +14,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_TREES = ["impl", "tests", "proofs", "spec", "docs", ".ci", "examples", "benchmarks"]
+# What pytest runs: every test, proof check and doctest (the mutation gate runs the same).
+PYTEST_ARGS = [
+    "--doctest-modules", "impl", "tests", "proofs", "README.md", "--doctest-glob=README.md",
+]
 
 
 def step(name: str, *command: str) -> None:
@@ -31,11 +35,7 @@ def main() -> None:
     step("ruff", python, "-m", "ruff", "check", *trees)
     step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples")
     step("import contracts", str(Path(python).parent / "lint-imports"))
-    step(
-        "pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "--doctest-modules", "impl", "tests", "proofs",
-        "README.md", "--doctest-glob=README.md",
-    )
+    step("pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_ARGS)
     if (ROOT / "docs" / "conf.py").exists():
         step("sphinx html", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html",
              "docs", "docs/_build/html")
@@ -43,6 +43,8 @@ def main() -> None:
         step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
              "doctest", "docs", "docs/_build/doctest")
+    # Last: the longest step, and it relies on the suite above passing on the unmutated tree.
+    step("mutation gate", python, ".ci/mutation_gate.py", "--jobs", "2")
     print("\nall checks passed")
 
 

@@ -1,0 +1,619 @@
+"""The mutation gate's catalogue: named one-change mutants of the library.
+
+Each mutant is one mistake a careful reviewer would plant, most of them mistakes
+that speculative-decoding engines have actually shipped. `mutation_gate.py`
+applies them one at a time and requires the test-and-proof suite to kill every
+one. An edit's `original` must occur exactly once in its file: when the code
+moves, the gate fails naming the mutant instead of silently testing nothing.
+
+Notes on mutants deliberately left out because no output can tell them apart
+from the library (an unkillable mutant proves nothing about the suite):
+
+- ``eligible = partial_sums > target`` without ``& positive`` in
+  `sample_from_distribution`: with the strict comparison a zero-weight id i has
+  ``partial_sums[i] == partial_sums[i - 1]`` exactly (adding 0.0 is exact in a
+  sequential cumulative sum), so it is never the *first* eligible id, and id 0
+  with weight 0 has ``0 > u * total`` false. Equivalent on the CPU; the guard
+  matters only to a scan whose association differs between neighbours.
+- ``logits > 0`` to ``logits >= 0`` in the repetition penalty: at 0 both
+  branches give 0.
+- ``above.sum(...) >= 2`` to ``>= 1`` in XTC: with a single qualifying token the
+  cut keeps that token anyway (it is the least likely qualifier).
+- ``0 < top_k < vocab_size`` to ``<= vocab_size``: top-k with k = V keeps all.
+- ``precise=True`` to ``False`` in the softmaxes: the flag changes only the
+  accumulation of half-precision inputs, and the logits are float32 by then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SAMPLING = "impl/specaccept/core/sampling.py"
+ACCEPTANCE = "impl/specaccept/core/acceptance.py"
+REWIND = "impl/specaccept/core/rewind.py"
+THEORY = "impl/specaccept/core/theory.py"
+RANDOMNESS = "impl/specaccept/core/randomness.py"
+VALIDATION = "impl/specaccept/core/validation.py"
+GENERATOR = "impl/specaccept/shell/generator.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One planted mistake: exact text replacements in one file.
+
+    Attributes:
+        name: a stable id, named after the mistake.
+        path: the mutated file, relative to the repository root.
+        edits: (original, replacement) pairs; each original occurs exactly once.
+        breaks: one line: what engines shipped, or what the change breaks.
+        vectors: whether a golden-vector family replays the mutated function,
+            so that the vectors alone could be expected to kill it.
+    """
+
+    name: str
+    path: str
+    edits: tuple[tuple[str, str], ...]
+    breaks: str
+    vectors: bool = True
+
+
+def mutant(
+    name: str, path: str, original: str, replacement: str, breaks: str, *, vectors: bool = True
+) -> Mutant:
+    """A mutant with a single edit."""
+    return Mutant(name, path, ((original, replacement),), breaks, vectors)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- accept test -------------------------------------------------------------------
+    mutant(
+        "accept-strict-less", ACCEPTANCE,
+        "return (p_t > 0) & (u * q_t <= p_t)",
+        "return (p_t > 0) & (u * q_t < p_t)",
+        "`<` for `<=` in the accept test: u * q(t) == p(t) rejects a token it must keep",
+    ),
+    mutant(
+        "accept-drops-p-guard", ACCEPTANCE,
+        "return (p_t > 0) & (u * q_t <= p_t)",
+        "return u * q_t <= p_t",
+        "no `p(t) > 0` guard: an underflowed q(t) = 0 admits a token the target excluded",
+    ),
+    mutant(
+        "accept-p-and-q-swapped", ACCEPTANCE,
+        "return (p_t > 0) & (u * q_t <= p_t)",
+        "return (p_t > 0) & (u * p_t <= q_t)",
+        "Chen's notation read as Leviathan's: accepts with min(1, q/p) instead of min(1, p/q)",
+    ),
+    # --- residual ----------------------------------------------------------------------
+    mutant(
+        "residual-softmax", ACCEPTANCE,
+        "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
+        "return mx.where(has_mass, mx.softmax(excess, axis=-1), p)",
+        "residual normalised with a softmax: every token, excluded ones too, gets mass",
+    ),
+    mutant(
+        "residual-is-p", ACCEPTANCE,
+        "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
+        "return p",
+        "resample from p instead of relu(p - q), the classic shipped bug: biased towards q",
+    ),
+    mutant(
+        "residual-q-minus-p", ACCEPTANCE,
+        "excess = mx.maximum(p - q, 0.0)",
+        "excess = mx.maximum(q - p, 0.0)",
+        "residual taken the wrong way round: replacements come from where the drafter over-shoots",
+    ),
+    mutant(
+        "residual-abs", ACCEPTANCE,
+        "excess = mx.maximum(p - q, 0.0)",
+        "excess = mx.abs(p - q)",
+        "|p - q| instead of relu(p - q): replacements can be tokens the drafter over-proposed",
+    ),
+    mutant(
+        "residual-fallback-q", ACCEPTANCE,
+        "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
+        "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), q)",
+        "zero-mass fallback to q: a float-rounding rejection can leave the target's support",
+    ),
+    mutant(
+        "residual-fallback-nan", ACCEPTANCE,
+        "has_mass = mass > 0",
+        "has_mass = mass >= 0",
+        "zero-mass residual divided by its zero mass: NaN passed to the draw",
+    ),
+    mutant(
+        "resample-from-p", ACCEPTANCE,
+        "return sample_from_distribution(residual_distribution(p, q), u)",
+        "return sample_from_distribution(p, u)",
+        "verify_draft_token's replacement drawn from p, not the residual",
+    ),
+    mutant(
+        "block-resample-from-p", ACCEPTANCE,
+        "rows = mx.concatenate([residual_distribution(target_probs[:k], draft_probs),",
+        "rows = mx.concatenate([target_probs[:k],",
+        "verify_block's replacement drawn from p, not the residual",
+    ),
+    mutant(
+        "block-residual-rows-shifted", ACCEPTANCE,
+        "residual_distribution(target_probs[:k], draft_probs)",
+        "residual_distribution(target_probs[1:], draft_probs)",
+        "residual of position i built from the target row of position i + 1",
+    ),
+    # --- verify_draft_token and the rule choice ---------------------------------------------
+    mutant(
+        "verify-accept-reads-u-sample", ACCEPTANCE,
+        "accepted = accept_draft_token(p, q, token, u_accept)",
+        "accepted = accept_draft_token(p, q, token, u_sample)",
+        "wrong uniform slot: the accept test and the residual draw share one uniform",
+    ),
+    mutant(
+        "sampler-match-reads-u-accept", ACCEPTANCE,
+        "draw = sample_from_distribution(p, u_sample)",
+        "draw = sample_from_distribution(p, u_accept)",
+        "wrong uniform slot: sampler-match no longer reproduces target-only sampling's stream",
+    ),
+    mutant(
+        "sampler-match-is-argmax", ACCEPTANCE,
+        "draw = sample_from_distribution(p, u_sample)",
+        "draw = mx.argmax(p, axis=-1).astype(mx.int32)",
+        "argmax-against-argmax at temperature > 0 in verify_draft_token: collapses p to its mode",
+    ),
+    mutant(
+        "rule-argmax-when-stochastic-off", ACCEPTANCE,
+        "if target_config.is_greedy:\n        return AcceptanceRule.GREEDY_ARGMAX",
+        "if target_config.is_greedy or not enabled:\n        return AcceptanceRule.GREEDY_ARGMAX",
+        "argmax-against-argmax at temperature > 0 when stochastic is off: biased, not lossless",
+    ),
+    mutant(
+        "rule-switch-unset-disables", ACCEPTANCE,
+        "if raw is None:\n        return True",
+        "if raw is None:\n        return False",
+        "stochastic acceptance off by default: the documented default is on",
+        vectors=False,
+    ),
+    # --- verify_block ------------------------------------------------------------------
+    mutant(
+        "block-sum-of-accepted", ACCEPTANCE,
+        "num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)",
+        "num_accepted = accepted.astype(mx.int32).sum().astype(mx.int32)",
+        "sum of accepted instead of the accepted prefix (cumprod): keeps drafts after a rejection",
+    ),
+    mutant(
+        "block-bonus-row-off-by-one", ACCEPTANCE,
+        "target_probs[k:]])",
+        "target_probs[k - 1 : k]])",
+        "bonus token drawn from row k - 1 (the last draft's row) instead of row k",
+    ),
+    mutant(
+        "block-bonus-reads-accept-slot", ACCEPTANCE,
+        "candidates = sample_from_distribution(rows, u[:, 1])",
+        "candidates = sample_from_distribution(rows, mx.concatenate([u[:k, 1], u[k:, 0]]))",
+        "the bonus draw reads uniforms[k, 0] instead of uniforms[k, 1]",
+    ),
+    mutant(
+        "block-accept-reads-sample-slot", ACCEPTANCE,
+        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 1])",
+        "wrong uniform slot: the accept test reads the uniform of the residual draw",
+    ),
+    mutant(
+        "block-accept-uniform-row-shifted", ACCEPTANCE,
+        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[1:, 0])",
+        "position i's accept test reads the uniform of position i + 1",
+    ),
+    mutant(
+        "block-greedy-rows-shifted", ACCEPTANCE,
+        "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
+        "        accepted = candidates[:k] == tokens",
+        "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
+        "        accepted = candidates[1:] == tokens",
+        "greedy draft i compared with the argmax of row i + 1 (off by one row)",
+    ),
+    mutant(
+        "block-sampler-match-is-argmax", ACCEPTANCE,
+        "candidates = sample_from_distribution(target_probs, u[:, 1])",
+        "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)",
+        "argmax-against-argmax at temperature > 0 in verify_block's sampler-match",
+    ),
+    mutant(
+        "block-never-bonus", ACCEPTANCE,
+        "next_token = candidates[num_accepted]",
+        "next_token = candidates[mx.minimum(num_accepted, k - 1)]",
+        "an all-accepted round emits row k - 1's candidate instead of the bonus from row k",
+    ),
+    # --- the draw ----------------------------------------------------------------------
+    mutant(
+        "draw-inclusive", SAMPLING,
+        "eligible = (partial_sums > target) & positive",
+        "eligible = (partial_sums >= target) & positive",
+        "`>=` for `>` in the inverse CDF: u on a breakpoint picks the token before it",
+    ),
+    mutant(
+        "draw-fallback-last-id", SAMPLING,
+        "chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)",
+        "chosen = mx.where(eligible.any(axis=-1), first_eligible, vocab_size - 1)",
+        "rounding fallback returns the last id, which may have probability zero",
+    ),
+    mutant(
+        "draw-assumes-unit-total", SAMPLING,
+        "target = u[..., None] * partial_sums[..., -1:]",
+        "target = u[..., None]",
+        "u compared with unnormalised prefix sums: wrong tokens for weights not summing to 1",
+    ),
+    mutant(
+        "draw-normalises-first", SAMPLING,
+        "partial_sums = mx.cumsum(probs, axis=-1)",
+        "partial_sums = mx.cumsum(probs / probs.sum(axis=-1, keepdims=True), axis=-1)",
+        "normalise, then draw: other float32 breakpoints than the normative u * total",
+    ),
+    # --- the sampler chain -------------------------------------------------------------
+    mutant(
+        "q-is-unfiltered", SAMPLING,
+        "return SampledToken(sample_from_distribution(probs, u), probs)",
+        "return SampledToken(\n"
+        "        sample_from_distribution(probs, u),\n"
+        "        mx.softmax(logits.astype(mx.float32), axis=-1),\n"
+        "    )",
+        "the unfiltered softmax reported as q while drawing from the filtered law",
+    ),
+    mutant(
+        "temperature-multiplies", SAMPLING,
+        "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
+        "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) * config.temperature",
+        "logits multiplied by the temperature instead of divided",
+    ),
+    mutant(
+        "temperature-without-max-shift", SAMPLING,
+        "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
+        "logits = logits / config.temperature",
+        "no shift by the max: a tiny temperature overflows to inf and the row turns NaN",
+    ),
+    Mutant(
+        "temperature-after-filters", SAMPLING,
+        (
+            ("logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
+             "logits = logits - mx.max(logits, axis=-1, keepdims=True)"),
+            ("    return mx.softmax(logits, axis=-1, precise=True)\n\n\ndef _one_hot_argmax",
+             "    return mx.softmax(logits / config.temperature, axis=-1, precise=True)\n\n\n"
+             "def _one_hot_argmax"),
+        ),
+        "temperature applied after top-p/min-p: the filters see the untempered distribution",
+    ),
+    mutant(
+        "top-k-keeps-k-minus-one", SAMPLING,
+        "mx.topk(logits, config.top_k, axis=-1)",
+        "mx.topk(logits, config.top_k - 1, axis=-1)",
+        "off-by-one top-k",
+    ),
+    mutant(
+        "top-k-drops-ties", SAMPLING,
+        "logits = mx.where(logits >= kth_largest, logits, _NEG_INF)",
+        "logits = mx.where(\n"
+        "            mx.argsort(mx.argsort(-logits, axis=-1), axis=-1) < config.top_k,\n"
+        "            logits, _NEG_INF,\n"
+        "        )",
+        "top-k by rank: exactly k survive, so ties with the k-th largest are cut arbitrarily",
+    ),
+    mutant(
+        "top-p-crossing-inclusive", SAMPLING,
+        "below = (mx.cumsum(descending, axis=-1) < config.top_p)",
+        "below = (mx.cumsum(descending, axis=-1) <= config.top_p)",
+        "`<=` for `<` in top-p: a prefix whose mass equals top_p keeps one more token",
+    ),
+    mutant(
+        "top-p-drops-crossing-token", SAMPLING,
+        "cutoff_index = mx.minimum(below, vocab_size - 1)",
+        "cutoff_index = mx.maximum(below - 1, 0)",
+        "top-p keeps only the prefix strictly below top_p, not the token that crosses it",
+    ),
+    mutant(
+        "top-p-unsorted-cumsum", SAMPLING,
+        "mx.cumsum(descending, axis=-1)",
+        "mx.cumsum(probs, axis=-1)",
+        "top-p mass accumulated in id order instead of descending probability",
+    ),
+    mutant(
+        "top-p-drops-ties", SAMPLING,
+        "logits = mx.where(probs >= cutoff, logits, _NEG_INF)",
+        "logits = mx.where(\n"
+        "            mx.argsort(mx.argsort(-probs, axis=-1), axis=-1) <= cutoff_index,\n"
+        "            logits, _NEG_INF,\n"
+        "        )",
+        "top-p by rank: tokens tied with the last kept one are cut arbitrarily",
+    ),
+    mutant(
+        "min-p-before-top-p", SAMPLING,
+        "    if config.top_p < 1.0:\n"
+        "        # Keep the smallest most-likely prefix whose mass reaches top_p (the crossing\n"
+        "        # token included), and every token tied with its least likely member.\n"
+        "        probs = mx.softmax(logits, axis=-1, precise=True)\n"
+        "        descending = -mx.sort(-probs, axis=-1)\n"
+        "        below = (mx.cumsum(descending, axis=-1) < config.top_p)"
+        ".sum(axis=-1, keepdims=True)\n"
+        "        cutoff_index = mx.minimum(below, vocab_size - 1)\n"
+        "        cutoff = mx.take_along_axis(descending, cutoff_index, axis=-1)\n"
+        "        logits = mx.where(probs >= cutoff, logits, _NEG_INF)\n"
+        "    if config.min_p > 0.0:\n"
+        "        probs = mx.softmax(logits, axis=-1, precise=True)\n"
+        "        floor = config.min_p * mx.max(probs, axis=-1, keepdims=True)\n"
+        "        logits = mx.where(probs >= floor, logits, _NEG_INF)\n",
+        "    if config.min_p > 0.0:\n"
+        "        probs = mx.softmax(logits, axis=-1, precise=True)\n"
+        "        floor = config.min_p * mx.max(probs, axis=-1, keepdims=True)\n"
+        "        logits = mx.where(probs >= floor, logits, _NEG_INF)\n"
+        "    if config.top_p < 1.0:\n"
+        "        probs = mx.softmax(logits, axis=-1, precise=True)\n"
+        "        descending = -mx.sort(-probs, axis=-1)\n"
+        "        below = (mx.cumsum(descending, axis=-1) < config.top_p)"
+        ".sum(axis=-1, keepdims=True)\n"
+        "        cutoff_index = mx.minimum(below, vocab_size - 1)\n"
+        "        cutoff = mx.take_along_axis(descending, cutoff_index, axis=-1)\n"
+        "        logits = mx.where(probs >= cutoff, logits, _NEG_INF)\n",
+        "filter order min-p -> top-p: top-p then measures mass after min-p renormalised",
+    ),
+    mutant(
+        "min-p-absolute-floor", SAMPLING,
+        "floor = config.min_p * mx.max(probs, axis=-1, keepdims=True)",
+        "floor = config.min_p",
+        "min-p as an absolute floor instead of a fraction of the top probability",
+    ),
+    mutant(
+        "min-p-strict", SAMPLING,
+        "logits = mx.where(probs >= floor, logits, _NEG_INF)",
+        "logits = mx.where(probs > floor, logits, _NEG_INF)",
+        "`>` for `>=` in min-p: a token exactly at the floor is cut",
+    ),
+    mutant(
+        "greedy-ties-highest-id", SAMPLING,
+        "winner = mx.argmax(logits, axis=-1, keepdims=True)  # lowest id on ties",
+        "winner = vocab_size - 1 - mx.argmax(logits[..., ::-1], axis=-1, keepdims=True)",
+        "greedy ties broken towards the highest id",
+    ),
+    mutant(
+        "top-k-one-not-greedy", SAMPLING,
+        "return self.temperature == 0.0 or self.top_k == 1",
+        "return self.temperature == 0.0",
+        "top-k 1 treated as sampling: tied maxima share the mass and the rule is not greedy",
+    ),
+    mutant(
+        "greedy-before-penalties", SAMPLING,
+        "    logits = logits.astype(mx.float32)\n",
+        "    logits = logits.astype(mx.float32)\n"
+        "    if config.is_greedy:\n"
+        "        return _one_hot_argmax(logits)\n",
+        "greedy argmax taken before logit bias and penalties",
+    ),
+    # --- penalties, DRY, XTC -----------------------------------------------------------
+    mutant(
+        "bias-after-penalties", SAMPLING,
+        "    if config.logit_bias:\n"
+        "        logits = _apply_logit_bias(logits, config.logit_bias)\n"
+        "    if config.repetition_penalty != 1.0 or config.frequency_penalty"
+        " or config.presence_penalty:\n"
+        "        logits = _apply_repetition_penalties(logits, tokens, config)\n",
+        "    if config.repetition_penalty != 1.0 or config.frequency_penalty"
+        " or config.presence_penalty:\n"
+        "        logits = _apply_repetition_penalties(logits, tokens, config)\n"
+        "    if config.logit_bias:\n"
+        "        logits = _apply_logit_bias(logits, config.logit_bias)\n",
+        "logit bias applied after the multiplicative repetition penalty",
+    ),
+    mutant(
+        "repetition-penalty-direction", SAMPLING,
+        "logits > 0, logits / config.repetition_penalty, logits * config.repetition_penalty",
+        "logits > 0, logits * config.repetition_penalty, logits / config.repetition_penalty",
+        "CTRL penalty the wrong way: repeated tokens become more likely",
+    ),
+    mutant(
+        "repetition-window-whole-history", SAMPLING,
+        "recent = history[-config.repetition_context_size :]",
+        "recent = history",
+        "repetition_context_size ignored: every earlier token is penalised",
+    ),
+    mutant(
+        "frequency-as-presence", SAMPLING,
+        "- counts * config.frequency_penalty",
+        "- seen.astype(mx.float32) * config.frequency_penalty",
+        "frequency penalty counts a token once, however often it occurred",
+    ),
+    mutant(
+        "repetition-penalty-unseen-too", SAMPLING,
+        "logits = mx.where(seen, penalised, logits)",
+        "logits = penalised",
+        "repetition penalty applied to every token, seen or not",
+    ),
+    mutant(
+        "dry-breaker-candidate-penalised", SAMPLING,
+        "    match_length = mx.where(is_breaker[1:], 0.0, match_length)\n",
+        "",
+        "DRY: a candidate that is itself a sequence breaker gets a match length (must be 0)",
+    ),
+    mutant(
+        "dry-match-crosses-breakers", SAMPLING,
+        "    equal = equal & ~is_breaker[suffix][None, :]\n",
+        "",
+        "DRY: a matched suffix may run through a sequence breaker",
+    ),
+    mutant(
+        "dry-noncontiguous-match", SAMPLING,
+        "match_length = mx.cumprod(equal.astype(mx.float32), axis=1).sum(axis=1)",
+        "match_length = equal.astype(mx.float32).sum(axis=1)",
+        "DRY match length counts every equal lag, not the contiguous run (sum for cumprod)",
+    ),
+    mutant(
+        "dry-sums-occurrences", SAMPLING,
+        ".at[candidate_tokens].maximum(match_length)",
+        ".at[candidate_tokens].add(match_length)",
+        "DRY: a token's match lengths summed over its occurrences instead of the longest",
+    ),
+    mutant(
+        "dry-allowed-length-strict", SAMPLING,
+        "return mx.where(longest >= config.dry_allowed_length, penalty, 0.0)",
+        "return mx.where(longest > config.dry_allowed_length, penalty, 0.0)",
+        "DRY: a match of exactly dry_allowed_length goes unpenalised",
+    ),
+    mutant(
+        "dry-exponent-off-by-one", SAMPLING,
+        "exponent = longest - config.dry_allowed_length",
+        "exponent = longest - config.dry_allowed_length + 1",
+        "DRY penalty one power of the base too large",
+    ),
+    mutant(
+        "dry-window-off-by-one", SAMPLING,
+        "history[-config.dry_penalty_last_n :]",
+        "history[-config.dry_penalty_last_n + 1 :]",
+        "DRY reads one token fewer than dry_penalty_last_n",
+    ),
+    mutant(
+        "dry-uncapped", SAMPLING,
+        "    penalty = mx.minimum(penalty, _DRY_PENALTY_CAP)\n",
+        "",
+        "DRY penalty overflows to inf on long repeats; a fully penalised row turns NaN",
+    ),
+    mutant(
+        "xtc-strict-threshold", SAMPLING,
+        "above = (probs >= threshold) & (probs > 0)",
+        "above = (probs > threshold) & (probs > 0)",
+        "XTC: a token exactly at the threshold does not qualify",
+    ),
+    mutant(
+        "xtc-zero-probability-qualifies", SAMPLING,
+        "above = (probs >= threshold) & (probs > 0)",
+        "above = probs >= threshold",
+        "XTC at threshold 0: masked tokens qualify and every real token is cut",
+    ),
+    mutant(
+        "xtc-cuts-least-likely-too", SAMPLING,
+        "cut = above & (probs > smallest_above)",
+        "cut = above & (probs >= smallest_above)",
+        "XTC removes every qualifying token, the least likely one included",
+    ),
+    mutant(
+        "xtc-needs-three", SAMPLING,
+        "(above.sum(axis=-1, keepdims=True) >= 2)",
+        "(above.sum(axis=-1, keepdims=True) >= 3)",
+        "XTC cuts only when three tokens qualify",
+    ),
+    mutant(
+        "xtc-mixture-swapped", SAMPLING,
+        "return (1.0 - config.xtc_probability) * uncut + config.xtc_probability * cut",
+        "return config.xtc_probability * uncut + (1.0 - config.xtc_probability) * cut",
+        "XTC mixture weights swapped: the cut applies with 1 - xtc_probability",
+    ),
+    # --- rewind ------------------------------------------------------------------------
+    mutant(
+        "rewind-994-over-trim", REWIND,
+        "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
+        "return RewindPlan(target_trim=n - a, draft_trim=min(n - a + 1, n), draft_backfill=False)",
+        "the mlxcel #994 draft-cache rewind: trims two too many, the drafter falls behind",
+        vectors=True,
+    ),
+    mutant(
+        "rewind-draft-trims-like-target", REWIND,
+        "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
+        "return RewindPlan(target_trim=n - a, draft_trim=n - a, draft_backfill=False)",
+        "draft cache trimmed like the target's: one entry short of the emitted history",
+    ),
+    mutant(
+        "rewind-no-backfill", REWIND,
+        "return RewindPlan(target_trim=0, draft_trim=0, draft_backfill=True)",
+        "return RewindPlan(target_trim=0, draft_trim=0, draft_backfill=False)",
+        "all-accepted round never backfills d(n-1): the drafter's context loses a token",
+    ),
+    mutant(
+        "rewind-target-under-trim", REWIND,
+        "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
+        "return RewindPlan(target_trim=n - a - 1, draft_trim=n - a - 1, draft_backfill=False)",
+        "target cache keeps the rejected draft: the next forward sees a token never emitted",
+    ),
+    # --- closed forms ------------------------------------------------------------------
+    mutant(
+        "closed-form-sum-max", THEORY,
+        "sum_min=mx.minimum(p, q).sum(axis=-1)",
+        "sum_min=mx.maximum(p, q).sum(axis=-1)",
+        "acceptance ceiling computed as sum max(p, q)",
+    ),
+    mutant(
+        "total-variation-without-half", THEORY,
+        "total_variation=0.5 * mx.abs(p - q).sum(axis=-1)",
+        "total_variation=mx.abs(p - q).sum(axis=-1)",
+        "total variation reported as the L1 distance",
+    ),
+    mutant(
+        "greedy-acceptance-reads-p", THEORY,
+        "return mx.take_along_axis(q, winner, axis=-1)[..., 0]",
+        "return mx.take_along_axis(p, winner, axis=-1)[..., 0]",
+        "greedy-argmax acceptance as p(argmax p) instead of q(argmax p)",
+    ),
+    mutant(
+        "sampler-match-probability-is-sum-min", THEORY,
+        "    return forms.sum_prod\n",
+        "    return forms.sum_min\n",
+        "sampler-match credited with the stochastic ceiling",
+    ),
+    mutant(
+        "expected-tokens-sum-not-product", THEORY,
+        "survival *= _probability(f\"alphas[{position}]\", alpha)",
+        "survival = _probability(f\"alphas[{position}]\", alpha)",
+        "expected tokens as 1 + sum(alpha) instead of the products of the accepted prefix",
+        vectors=False,
+    ),
+    mutant(
+        "speedup-charges-bonus-draft", THEORY,
+        "return tokens / (k * c + verify_cost)",
+        "return tokens / ((k + 1) * c + verify_cost)",
+        "speedup charges the drafter k + 1 forwards per round",
+        vectors=False,
+    ),
+    # --- uniforms ----------------------------------------------------------------------
+    mutant(
+        "uniform-slots-collide", RANDOMNESS,
+        "(_SLOTS * position + slot)",
+        "(position + slot)",
+        "(position, slot) hashed as position + slot: neighbouring positions reuse uniforms",
+        vectors=False,
+    ),
+    mutant(
+        "uniform-half-range", RANDOMNESS,
+        "return (word >> 40) / float(1 << 24)",
+        "return (word >> 41) / float(1 << 24)",
+        "23 random bits over a 24-bit denominator: every uniform lies in [0, 0.5)",
+        vectors=False,
+    ),
+    mutant(
+        "draft-reads-accept-slot", RANDOMNESS,
+        "DRAFT = 2",
+        "DRAFT = 0",
+        "the drafter's draw reuses the accept test's uniform: accept and draft correlate",
+        vectors=False,
+    ),
+    # --- validation --------------------------------------------------------------------
+    mutant(
+        "uniform-accepts-one", VALIDATION,
+        "if not (math.isfinite(value) and 0.0 <= value < 1.0):",
+        "if not (math.isfinite(value) and 0.0 <= value <= 1.0):",
+        "u = 1 accepted: the draw falls through every prefix sum",
+    ),
+    mutant(
+        "probabilities-accept-half-precision", VALIDATION,
+        "if array.dtype != mx.float32:",
+        "if array.dtype not in (mx.float32, mx.float16, mx.bfloat16):",
+        "half-precision probabilities accepted: small ratios underflow to certain accepts",
+    ),
+    # --- the shell ---------------------------------------------------------------------
+    mutant(
+        "penalties-ignore-drafts", GENERATOR,
+        "row_history = mx.concatenate([history, *[d.reshape(1) for d in drafts[:i]]])",
+        "row_history = history",
+        "target rows penalised without the drafts before them in the history",
+        vectors=False,
+    ),
+    mutant(
+        "shell-q-is-unfiltered", GENERATOR,
+        "draft_probs.append(q)",
+        "draft_probs.append(mx.softmax(logits.astype(mx.float32), axis=-1))",
+        "raw logits' softmax used as q while the draft was drawn from the filtered law",
+        vectors=False,
+    ),
+)

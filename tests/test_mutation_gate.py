@@ -1,0 +1,80 @@
+"""The mutation gate can fail: a surviving mutant or a stale catalogue entry makes it exit non-zero.
+
+Each test hands `.ci/mutation_gate.py` a temporary catalogue. To stay fast the
+survivor test replaces the gate's suite with one small test file (the gate's
+own `--suite` option, meant for exactly this); the logic that turns a passing
+suite into a failed gate is the same one CI runs with the whole suite.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE = ROOT / ".ci" / "mutation_gate.py"
+
+HEADER = "from mutants import Mutant, mutant\n\nREWIND = 'impl/specaccept/core/rewind.py'\n"
+
+# Both edit rewind_trim: the first breaks the plan every rewind test replays, the second only
+# rewords an error message past the part the rewind tests match, so that file cannot see it.
+KILLED = (
+    "mutant('planted-killed', REWIND, 'draft_trim=n - a - 1, draft_backfill=False',"
+    " 'draft_trim=n - a, draft_backfill=False', 'drafter one entry short')"
+)
+SURVIVOR = (
+    "mutant('planted-survivor', REWIND, 'must be >= 1, got {n}', 'must be >= 1; got {n}',"
+    " 'a reworded error message')"
+)
+
+
+def run_gate(tmp_path: Path, entries: list[str], *options: str) -> subprocess.CompletedProcess[str]:
+    catalogue = tmp_path / "catalogue.py"
+    catalogue.write_text(HEADER + "MUTANTS = (\n" + "".join(f"    {e},\n" for e in entries) + ")\n")
+    return subprocess.run(
+        [sys.executable, str(GATE), "--catalogue", str(catalogue), "--jobs", "1", *options],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )
+
+
+def test_a_surviving_mutant_fails_the_gate_and_is_named(tmp_path: Path) -> None:
+    result = run_gate(tmp_path, [KILLED, SURVIVOR], "--no-vectors",
+                      "--suite", "tests/test_core_rewind.py")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[suite] planted-killed: killed by tests/test_core_rewind.py::" in result.stdout
+    assert "[suite] planted-survivor: SURVIVED" in result.stdout
+    assert "1 mutant(s) survived the --suite selection: planted-survivor" in result.stderr
+    assert "Killed by the --suite selection: 1/2 (50.0%)" in result.stdout
+
+
+def test_a_gate_whose_mutants_are_all_killed_passes(tmp_path: Path) -> None:
+    result = run_gate(tmp_path, [KILLED], "--no-vectors", "--suite", "tests/test_core_rewind.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Killed by the --suite selection: 1/1 (100.0%)" in result.stdout
+
+
+def test_a_mutant_whose_original_text_is_gone_fails_before_anything_runs(tmp_path: Path) -> None:
+    stale = ("mutant('planted-stale', REWIND, 'draft_trim=n - a - 2', 'draft_trim=n - a',"
+             " 'text the code no longer has')")
+    ambiguous = ("mutant('planted-ambiguous', REWIND, 'RewindPlan(', 'Plan(',"
+                 " 'text the file holds more than once')")
+    result = run_gate(tmp_path, [KILLED, stale, ambiguous], "--no-vectors")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "planted-stale: its original text is gone from impl/specaccept/core/rewind.py" in (
+        result.stderr)
+    assert "planted-ambiguous: its original text occurs" in result.stderr
+    assert "[suite]" not in result.stdout  # nothing ran
+
+
+def test_the_catalogue_matches_the_code() -> None:
+    # The real catalogue, checked the way the gate checks it before running anything.
+    result = run_gate_check_only()
+    assert result.returncode == 0, result.stderr
+
+
+def run_gate_check_only() -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GATE), "--check-catalogue"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
+    )
