@@ -35,6 +35,8 @@ THEORY = "impl/specaccept/core/theory.py"
 RANDOMNESS = "impl/specaccept/core/randomness.py"
 VALIDATION = "impl/specaccept/core/validation.py"
 GENERATOR = "impl/specaccept/shell/generator.py"
+JOINT = "impl/specaccept/core/joint.py"
+DRAW_LAW = "impl/specaccept/core/draw_law.py"
 
 
 @dataclass(frozen=True)
@@ -500,6 +502,76 @@ MUTANTS: tuple[Mutant, ...] = (
         "return (1.0 - config.xtc_probability) * uncut + config.xtc_probability * cut",
         "return config.xtc_probability * uncut + (1.0 - config.xtc_probability) * cut",
         "XTC mixture weights swapped: the cut applies with 1 - xtc_probability",
+    ),
+    # --- block verification (verify_drafts_jointly) --------------------------------------
+    mutant(
+        "joint-first-failure", JOINT,
+        "num_accepted = mx.where(keeps, lengths, 0).max(axis=-1).astype(mx.int32)",
+        "num_accepted = mx.cumprod(keeps.astype(mx.int32)).sum().astype(mx.int32)",
+        "block verification stopped at the first failing test instead of the longest prefix",
+    ),
+    mutant(
+        "joint-residual-without-weight", JOINT,
+        "excess / mx.where(residual_mass > 0, residual_mass, 1.0)[:, None],",
+        "mx.maximum(target_probs[:k] - draft_probs, 0.0)\n"
+        "                 / mx.maximum(target_probs[:k] - draft_probs, 0.0)"
+        ".sum(axis=-1, keepdims=True),",
+        "the replacement drawn from relu(p - q), without the prefix weight w_tau on p",
+    ),
+    mutant(
+        "joint-keep-probability-without-weight", JOINT,
+        "excess = mx.maximum(weights[:k, None] * target_probs[:k] - draft_probs, 0.0)",
+        "excess = mx.maximum(target_probs[:k] - draft_probs, 0.0)",
+        "Z_i and the residual computed from p instead of w_i p",
+    ),
+    mutant(
+        "joint-h-k-is-one", JOINT,
+        "keep_probability = mx.concatenate([inner, weights[k:]])",
+        "keep_probability = mx.concatenate([inner, mx.ones((1,), dtype=mx.float32)])",
+        "h_k = 1 instead of w_k: the whole block is kept whatever its weight",
+    ),
+    mutant(
+        "joint-weights-uncapped", JOINT,
+        "log_weights = prefix_sums - mx.cummax(prefix_sums)",
+        "log_weights = prefix_sums",
+        "w_i as the plain product of ratios, without min(1, .)",
+    ),
+    mutant(
+        "joint-excluded-draft-revives", JOINT,
+        "return mx.where(dead, 0.0, mx.exp(log_weights))",
+        "return mx.exp(log_weights)",
+        "a draft the target excludes (p = 0) does not zero the weight of the prefix",
+    ),
+    mutant(
+        "joint-keep-strict", JOINT,
+        "u[:k, 0] <= keep_probability)",
+        "u[:k, 0] < keep_probability)",
+        "`<` for `<=` in the keep test: eta == h_i rejects a prefix it must keep",
+    ),
+    mutant(
+        "joint-drops-h-guard", JOINT,
+        "keeps = mx.logical_and(keep_probability > 0, u[:k, 0] <= keep_probability)",
+        "keeps = u[:k, 0] <= keep_probability",
+        "no `h_i > 0` guard: eta = 0 keeps a prefix of probability zero",
+    ),
+    mutant(
+        "joint-bonus-from-last-draft-row", JOINT,
+        "        target_probs[k:],\n    ])",
+        "        target_probs[k - 1 : k],\n    ])",
+        "the bonus after an all-kept block drawn from row k - 1 instead of row k",
+    ),
+    mutant(
+        "joint-length-law-reversed", JOINT,
+        "rejects_after = mx.cumprod((1.0 - keep_probability)[::-1])[::-1]",
+        "rejects_after = mx.cumprod(1.0 - keep_probability)",
+        "P(tau = i) multiplies the rejections before i instead of after it",
+    ),
+    # --- the draw's exact law on the uniform grid ------------------------------------------
+    mutant(
+        "grid-counts-inclusive", DRAW_LAW,
+        "below = on_grid & (uniforms * total < partial_sums[:, None])",
+        "below = on_grid & (uniforms * total <= partial_sums[:, None])",
+        "grid points on a breakpoint credited to the id before it, unlike the draw",
     ),
     # --- rewind ------------------------------------------------------------------------
     mutant(
