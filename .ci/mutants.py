@@ -427,21 +427,28 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "dry-breaker-candidate-penalised", SAMPLING,
-        "    match_length = mx.where(is_breaker[1:], 0.0, match_length)\n",
-        "",
+        "match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)",
+        "match_length = match_length.astype(mx.float32)",
         "DRY: a candidate that is itself a sequence breaker gets a match length (must be 0)",
     ),
     mutant(
         "dry-match-crosses-breakers", SAMPLING,
-        "    equal = equal & ~is_breaker[suffix][None, :]\n",
-        "",
+        "match_length = mx.minimum(_prefix_match_lengths(reversed_window)[::-1][:-1], "
+        "breaker_free)",
+        "match_length = _prefix_match_lengths(reversed_window)[::-1][:-1]",
         "DRY: a matched suffix may run through a sequence breaker",
     ),
     mutant(
-        "dry-noncontiguous-match", SAMPLING,
-        "match_length = mx.cumprod(equal.astype(mx.float32), axis=1).sum(axis=1)",
-        "match_length = equal.astype(mx.float32).sum(axis=1)",
-        "DRY match length counts every equal lag, not the contiguous run (sum for cumprod)",
+        "dry-match-includes-last-breaker", SAMPLING,
+        "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n",
+        "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)) + 1, n",
+        "DRY: the matched suffix may reach back onto the last breaker itself",
+    ),
+    mutant(
+        "dry-z-array-stops-short-of-the-end", SAMPLING,
+        "length = mx.where((here + block <= n) & same, length + block, length)",
+        "length = mx.where((here + block < n) & same, length + block, length)",
+        "DRY's Z-array never extends a match through the window's last token",
     ),
     mutant(
         "dry-sums-occurrences", SAMPLING,
