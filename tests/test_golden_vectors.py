@@ -23,6 +23,7 @@ import doctest
 import json
 import math
 import re
+import struct
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -139,8 +140,9 @@ def nested(value: object) -> Any:
 
 
 def array_arg(value: object, dtype: mx.Dtype) -> Any:
-    if isinstance(value, dict) and set(value) == {"array", "dtype"}:
-        return mx.array(nested(value["array"]), dtype=getattr(mx, str(value["dtype"])))
+    if isinstance(value, dict) and {"array", "dtype"} <= set(value) <= {"array", "dtype", "shape"}:
+        array = mx.array(nested(value["array"]), dtype=getattr(mx, str(value["dtype"])))
+        return array.reshape(value["shape"]) if "shape" in value else array
     if isinstance(value, list):
         return mx.array(nested(value), dtype=dtype)
     return value_arg(value)
@@ -172,19 +174,45 @@ def rule_arg(value: object) -> Any:
     return AcceptanceRule(value) if isinstance(value, str) else value
 
 
-def sampler_config(value: object) -> Any:
+def sampler_config(value: object, *, partial: bool = False) -> Any:
+    """A SamplerConfig from its JSON fields: all sixteen, or (`partial`, only in
+    sampler_config.json) any subset, the others taking their defaults."""
     if not isinstance(value, dict):
         return value
     raw = obj(value, "config")
-    if sorted(raw) != sorted(CONFIG_FIELDS):
-        raise SchemaError(f"config must hold exactly the fields {CONFIG_FIELDS}, got {sorted(raw)}")
-    fields: dict[str, Any] = {name: value_arg(raw[name]) for name in CONFIG_FIELDS}
-    fields["logit_bias"] = {pair[0]: value_arg(pair[1]) for pair in seq(raw["logit_bias"], "b")
-                            if isinstance(pair, list)}
-    fields["dry_sequence_breakers"] = tuple(
-        value_arg(t) for t in seq(raw["dry_sequence_breakers"], "dry_sequence_breakers")
-    )
+    if not (set(raw) <= set(CONFIG_FIELDS) if partial else sorted(raw) == sorted(CONFIG_FIELDS)):
+        raise SchemaError(f"config must hold the fields {CONFIG_FIELDS}, got {sorted(raw)}")
+    fields: dict[str, Any] = {name: value_arg(raw[name]) for name in raw}
+    if "logit_bias" in raw:
+        fields["logit_bias"] = {pair[0]: value_arg(pair[1])
+                                for pair in seq(raw["logit_bias"], "b") if isinstance(pair, list)}
+    if "dry_sequence_breakers" in raw:
+        fields["dry_sequence_breakers"] = tuple(
+            value_arg(t) for t in seq(raw["dry_sequence_breakers"], "dry_sequence_breakers")
+        )
     return SamplerConfig(**fields)
+
+
+def float32(value: float) -> float:
+    """`value` rounded to float32, as the Python float that holds it exactly."""
+    rounded: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    return rounded
+
+
+def config_fields(cfg: SamplerConfig) -> dict[str, object]:
+    """The sixteen fields as sampler_config.json's expected.config writes them (float32 reals)."""
+    out: dict[str, object] = {}
+    for name in CONFIG_FIELDS:
+        value = getattr(cfg, name)
+        if name == "logit_bias":
+            out[name] = [[token, float32(bias)] for token, bias in sorted(value.items())]
+        elif name == "dry_sequence_breakers":
+            out[name] = list(value)
+        elif isinstance(value, float):
+            out[name] = float32(value)
+        else:
+            out[name] = value
+    return out
 
 
 # --- comparing results -------------------------------------------------------------------
@@ -352,9 +380,10 @@ def replay_acceptance_closed_forms(
 def replay_sampler_config(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    cfg = sampler_config(inputs["config"])
+    cfg = sampler_config(inputs["config"], partial=True)
     return (same("is_greedy", cfg.is_greedy, expected["is_greedy"])
-            + same("uses_history", cfg.uses_history, expected["uses_history"]))
+            + same("uses_history", cfg.uses_history, expected["uses_history"])
+            + same("config", config_fields(cfg), expected["config"]))
 
 
 def replay_acceptance_rule(

@@ -48,8 +48,9 @@ def nested(raw: Any) -> Any:
 
 def array(raw: Any, dtype: Any) -> Any:
     """A JSON array as an array of the argument's dtype; {"array", "dtype"} of that dtype."""
-    if isinstance(raw, dict) and set(raw) == {"array", "dtype"}:
-        return np.array(nested(raw["array"]), dtype=DTYPES[raw["dtype"]])
+    if isinstance(raw, dict) and {"array", "dtype"} <= set(raw) <= {"array", "dtype", "shape"}:
+        values: Any = np.array(nested(raw["array"]), dtype=DTYPES[raw["dtype"]])
+        return values.reshape(raw["shape"]) if "shape" in raw else values
     if isinstance(raw, list):
         return np.array(nested(raw), dtype=dtype)
     return value(raw)
@@ -73,9 +74,11 @@ def sequence(raw: Any) -> Any:
 def config(raw: Any) -> Any:
     if not isinstance(raw, dict):
         return raw
-    fields = {name: value(v) for name, v in raw.items()}
-    fields["logit_bias"] = {pair[0]: value(pair[1]) for pair in raw["logit_bias"]}
-    fields["dry_sequence_breakers"] = tuple(value(v) for v in raw["dry_sequence_breakers"])
+    fields = {name: value(v) for name, v in raw.items()}  # absent fields keep their defaults
+    if "logit_bias" in raw:
+        fields["logit_bias"] = {pair[0]: value(pair[1]) for pair in raw["logit_bias"]}
+    if "dry_sequence_breakers" in raw:
+        fields["dry_sequence_breakers"] = tuple(value(v) for v in raw["dry_sequence_breakers"])
     return sp.SamplerConfig(**fields)
 
 
@@ -102,7 +105,19 @@ def plain(result: Any) -> Any:
 
 def sampler_config(i: dict[str, Any]) -> dict[str, Any]:
     cfg = config(i["config"])
-    return {"is_greedy": cfg.is_greedy, "uses_history": cfg.uses_history}
+    fields: dict[str, Any] = {}
+    for name in cfg.__dataclass_fields__:
+        field = getattr(cfg, name)
+        if name == "logit_bias":
+            fields[name] = [[token, float(np.float32(bias))]
+                            for token, bias in sorted(field.items())]
+        elif name == "dry_sequence_breakers":
+            fields[name] = list(field)
+        elif isinstance(field, float):
+            fields[name] = float(np.float32(field))
+        else:
+            fields[name] = field
+    return {"is_greedy": cfg.is_greedy, "uses_history": cfg.uses_history, "config": fields}
 
 
 def effective_token_distribution(i: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,8 @@ def require_probabilities(name: str, value: object, ndims: tuple[int, ...]) -> A
         raise ArgumentTypeError(name, f"{name} must be float32, got {array.dtype}")
     if array.shape[-1] < 1:
         raise ArgumentValueError(name, f"{name} must have a non-empty vocabulary axis")
+    if array.ndim == 2 and array.shape[0] < 1:
+        raise ArgumentValueError(name, f"{name} must hold at least one row")
     return array
 
 
@@ -324,7 +326,7 @@ def one_hot_argmax(logits: Array) -> Array:
 def effective_token_distribution(logits: object, config: object,
                                  history: object = ()) -> Array:
     logits = require_array("logits", logits)
-    if logits.ndim not in (1, 2) or logits.shape[-1] < 1:
+    if logits.ndim not in (1, 2) or logits.shape[-1] < 1 or logits.shape[0] < 1:
         raise ArgumentValueError("logits", f"logits must be [V] or [R, V], got {logits.shape}")
     if not np.issubdtype(logits.dtype, np.floating):
         raise ArgumentTypeError("logits", "logits must be floating")

@@ -397,6 +397,11 @@ LOG_DYADIC = floats(mx.log(mx.array([0.5, 0.25, 0.125, 0.125])))
 DRAW_UNIFORMS = (0.0, 0.25, 0.5, 0.75, 0.96875)
 
 
+TOP_P_CLAMP_LOGITS = [1.5139237642288208, 1.3458753824234009, 0.7813113927841187,
+                      0.2644556164741516, -0.31392282247543335]
+"""float32 logits whose softmax, sorted, has every float32 prefix sum below 1 - 2**-24."""
+
+
 def softmax64(logits: Sequence[float]) -> list[float]:
     top = max(logits)
     weights = [0.0 if x == NEG_INF else math.exp(x - top) for x in logits]
@@ -567,6 +572,33 @@ def distribution_cases() -> list[DistributionCase]:
           softmax64([NEG_INF] + [f32(100.0 + x) for x in d[1:]]), False),
         c("rows_share_history", "[R, V] logits: each row is filtered independently",
           [d, [0.0] * 4], config(), [dyadic, [0.25] * 4], True),
+        c("single_token_vocabulary", "V = 1: the only id gets all the mass", [0.5], config(),
+          [1.0], True),
+        c("one_row_batch", "[1, V] logits: a batch of one row", [[0.0, 0.0]], config(),
+          [[0.5, 0.5]], True),
+        c("dry_two_token_history",
+          "history [1, 1]: the candidate at position 1 matches the suffix [1], L = 1 = allowed "
+          "length, so id 1 loses 1 * 2 ** 0", [0.0] * 3,
+          config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1),
+          softmax64([0.0, -1.0, 0.0]), False, (1, 1)),
+        c("dry_multiplier_zero_is_off",
+          "dry_multiplier = 0 skips DRY: computing it anyway would give 0 * base ** 2 = 0 * inf "
+          "= NaN with base = float32's max", [0.0] * 4,
+          config(dry_multiplier=0.0, dry_base=3.4028234663852886e38, dry_allowed_length=1),
+          [0.25] * 4, True, (0, 0, 0, 0)),
+        c("dry_last_n_zero_is_off", "dry_penalty_last_n = 0 turns DRY off, whatever the history",
+          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                            dry_penalty_last_n=0), [0.25] * 4, True, (0, 0, 0, 0)),
+        c("top_p_above_the_float32_total_keeps_all",
+          "every float32 prefix sum of these probabilities stays below top_p = 1 - 2**-24, so "
+          "the count of prefix sums below top_p is clamped to V - 1 and every id is kept",
+          TOP_P_CLAMP_LOGITS, config(top_p=1.0 - 2.0**-24), softmax64(TOP_P_CLAMP_LOGITS),
+          False),
+        c("xtc_threshold_zero_masked_id_never_qualifies",
+          "threshold 0: ids 0, 1 and 3 qualify, the masked id 2 (probability 0) does not, so the "
+          "cut keeps ids 1 and 3, tied at the smallest qualifying 0.25",
+          [d[0], d[1], NEG_INF, d[1]], config(xtc_probability=1.0, xtc_threshold=0.0),
+          [0.0, 0.5, 0.0, 0.5], True),
         c("rows_greedy", "[R, V] logits under a greedy config", [[0.0, 1.0, 1.0], [2.0, 0.0, 2.0]],
           config(temperature=0.0), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], True),
     ]
@@ -652,7 +684,9 @@ def sample_from_distribution_vectors() -> list[Vector]:
         check_equal(name, got, want)
         out.append(vector(name, note, {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0))
 
-    out.append(fallback_vector())
+    out.append(fallback_vector("fallback_no_eligible_id", [2.0**-149, 2.0**-149, 0.0]))
+    out.append(fallback_vector("fallback_skips_two_trailing_zeros",
+                               [2.0**-149, 2.0**-149, 0.0, 0.0]))
 
     rows = [[0.5, 0.0, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 1.0]]
     per_row = [0.5, 0.5, 0.0]
@@ -683,7 +717,7 @@ def sample_from_distribution_vectors() -> list[Vector]:
     return out
 
 
-def fallback_vector() -> Vector:
+def fallback_vector(name: str, probs: list[float]) -> Vector:
     """The one draw that reaches the fallback within the preconditions: subnormal weights.
 
     With w = [2**-149, 2**-149, 0] (the smallest float32 subnormals) and u = 0.75,
@@ -691,15 +725,14 @@ def fallback_vector() -> Vector:
     the strict test and the last id of positive weight is returned. The exact draw is id 1
     too; a port without the fallback returns 0 (an argmax over no eligible id) or 2.
     """
-    tiny = 2.0**-149
-    probs, u = [tiny, tiny, 0.0], 0.75
+    u = 0.75
     weights = np.array(probs, dtype=np.float32)
     target = np.float32(u) * np.cumsum(weights, dtype=np.float32)[-1]
     if ((np.cumsum(weights, dtype=np.float32) > target) & (weights > 0)).any():
-        raise GenerationError("fallback_no_eligible_id: some id is eligible in float32")
+        raise GenerationError(f"{name}: some id is eligible in float32")
     got = scalar_int(sample_from_distribution(arr(probs), u))
-    check_equal("fallback_no_eligible_id", got, oracle_sample(rational(probs), Fraction(u)))
-    return vector("fallback_no_eligible_id",
+    check_equal(name, got, oracle_sample(rational(probs), Fraction(u)))
+    return vector(name,
                   "subnormal weights: u * total rounds up to cumsum[1], no id is eligible, and "
                   "the last id of positive weight is returned (needs IEEE subnormals, no "
                   "flush to zero)", {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0)
@@ -1321,9 +1354,12 @@ ERROR_KINDS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError":
 NON_FINITE = {"-inf": NEG_INF, "inf": float("inf"), "nan": float("nan")}
 
 
-def typed(values: Json, dtype: str) -> Json:
-    """An array argument of an explicit dtype (plain JSON arrays take the slot's dtype)."""
-    return {"array": values, "dtype": dtype}
+def typed(values: Json, dtype: str, shape: list[int] | None = None) -> Json:
+    """An array argument of an explicit dtype (plain JSON arrays take the slot's dtype), and
+    of an explicit shape when the values alone cannot say it (an empty batch)."""
+    if shape is None:
+        return {"array": values, "dtype": dtype}
+    return {"array": values, "dtype": dtype, "shape": list(shape)}
 
 
 def decode_value(value: Json) -> Any:
@@ -1336,10 +1372,12 @@ def decode_value(value: Json) -> Any:
 def decode_array(value: Json, dtype: mx.Dtype) -> Any:
     """A JSON array becomes an array of the slot's dtype, {"array", "dtype"} one of that dtype;
     any other value is passed through unchanged, for the library to reject."""
-    if isinstance(value, dict) and set(value) == {"array", "dtype"}:
+    if isinstance(value, dict) and {"array", "dtype"} <= set(value) <= {"array", "dtype", "shape"}:
         name = value["dtype"]
         assert isinstance(name, str)
-        return mx.array(decode_nested(value["array"]), dtype=getattr(mx, name))
+        array = mx.array(decode_nested(value["array"]), dtype=getattr(mx, name))
+        shape = value.get("shape")
+        return array if shape is None else array.reshape(shape)
     if isinstance(value, list):
         return mx.array(decode_nested(value), dtype=dtype)
     return decode_value(value)
@@ -1564,6 +1602,10 @@ def error_cases() -> dict[str, list[ErrorCase]]:
                 ("dry_sequence_breakers", "float_id", [1.5], t, "ids are integers"),
                 ("xtc_probability", "above_one", 1.5, v, "must lie in [0, 1]"),
                 ("xtc_threshold", "negative", -0.25, v, "must lie in [0, 1]"),
+                ("xtc_threshold", "above_one", 1.5, v, "must lie in [0, 1]"),
+                ("xtc_probability", "negative", -0.25, v, "must lie in [0, 1]"),
+                ("logit_bias", "bias_below_minus_2_pow_64", [[0, -(2.0**65)]], v,
+                 "biases lie in [-2**64, 2**64]"),
                 ("logit_bias", "negative_id", [[-1, 1.0]], v, "ids are non-negative"),
                 ("logit_bias", "nan_bias", [[0, "nan"]], v, "biases must be finite"),
                 ("logit_bias", "string_bias", [[0, "x"]], t, "biases are numbers"),
@@ -1576,6 +1618,8 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("logits_three_dimensional", "logits are [V] or [R, V]",
              {"logits": [[[0.0, 0.0]]]}, v, "logits"),
             ("logits_empty_vocabulary", "V >= 1", {"logits": []}, v, "logits"),
+            ("logits_empty_batch", "[R, V] logits need R >= 1",
+             {"logits": typed([], "float32", [0, 4])}, v, "logits"),
             ("config_not_a_config", "config must be a SamplerConfig", {"config": None}, t,
              "config"),
             ("history_not_a_sequence", "a string is not a token history", {"history": "abc"}, t,
@@ -1608,6 +1652,9 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("probs_three_dimensional", "probs are [V] or [R, V]", {"probs": [[[1.0]]]}, v,
              "probs"),
             ("probs_empty_vocabulary", "V >= 1", {"probs": []}, v, "probs"),
+            ("probs_empty_batch", "[R, V] rows need R >= 1",
+             {"probs": typed([], "float32", [0, 2]), "u": typed([], "float32", [0])}, v,
+             "probs"),
             ("u_one", "a Python uniform must lie in [0, 1)", {"u": 1.0}, v, "u"),
             ("u_negative", "a Python uniform must lie in [0, 1)", {"u": -0.25}, v, "u"),
             ("u_nan", "a Python uniform must be finite", {"u": "nan"}, v, "u"),
@@ -1818,12 +1865,36 @@ def sampler_config_vectors() -> list[Vector]:
                 presence_penalty=-(2.0**64), dry_multiplier=3.4028234663852886e38,
                 dry_base=3.4028234663852886e38, dry_sequence_breakers=(2**31 - 1,),
                 logit_bias={2**31 - 1: 2.0**64}), False, True),
+        ("other_ends_accepted", "the other end of each range that has two",
+         config(temperature=3.4028234663852886e38, repetition_penalty=2.0**-32,
+                frequency_penalty=-(2.0**64), presence_penalty=2.0**64, xtc_threshold=1.0,
+                logit_bias={0: -(2.0**64)}), False, True),
     ]
     out = []
     for name, note, cfg, greedy, history in cases:
         check_equal(name, (cfg.is_greedy, cfg.uses_history), (greedy, history))
         out.append(vector(name, note, {"config": encode_config(cfg)},
-                          {"is_greedy": greedy, "uses_history": history}, 0.0))
+                          {"is_greedy": greedy, "uses_history": history,
+                           "config": encode_config(cfg)}, 0.0))
+    # Fields left out take their defaults: the only vectors that pin the defaults.
+    partial: list[tuple[str, str, dict[str, Json]]] = [
+        ("defaults_from_nothing", "no field given: every default, as float32", {}),
+        ("defaults_beside_one_field", "one field given, the other fifteen at their defaults",
+         {"temperature": 0.5, "dry_sequence_breakers": [3]}),
+    ]
+    for name, note, fields in partial:
+        cfg = decode_config(fields)
+        out.append(vector(name, note, {"config": fields},
+                          {"is_greedy": cfg.is_greedy, "uses_history": cfg.uses_history,
+                           "config": encode_config(cfg)}, 0.0))
+    check_equal("the default config", out[-2]["expected"], {  # written out by hand
+        "is_greedy": False, "uses_history": False, "config": {
+            "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
+            "repetition_penalty": 1.0, "repetition_context_size": 20,
+            "frequency_penalty": 0.0, "presence_penalty": 0.0, "dry_multiplier": 0.0,
+            "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
+            "dry_sequence_breakers": [], "xtc_probability": 0.0,
+            "xtc_threshold": f32(0.1), "logit_bias": []}})
     return out
 
 
