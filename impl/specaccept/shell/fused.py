@@ -1,0 +1,283 @@
+"""The round's sampling and verification as a fast path, proved equal to the core.
+
+The core functions (`effective_token_distribution`, `sample_from_distribution`,
+`verify_block`) are the normative reference: readable, one concept each, validated.
+At a 128k vocabulary a round pays every full-vocabulary pass of theirs k + 1 times,
+and on a GPU every pass is a kernel launch. This module computes the same values
+bit for bit with fewer passes:
+
+- `draw_from_distribution` finds the inverse-CDF draw with one reduction after the
+  cumulative sum, where the reference runs four (two argmaxes, an any, a where);
+- `invalid_logit_codes` classifies a row of logits with one reduction instead of six
+  passes;
+- `FusedSampler` wraps a draft step, a target-only step and a whole round's target
+  side (the target's rows, the guard, the verdict) each in one `mx.compile`d
+  function, so the elementwise work between reductions runs fused.
+
+Every function here returns what its reference returns on the same inputs, exactly:
+tests/test_fused.py replays the golden vectors and random inputs through both. The
+fused functions contain no multiply-then-add, so a compiler contracting one into an
+FMA cannot change a rounding. Configurations whose reference does (the history
+penalties, the XTC mixture) are not served here; `FusedSampler.serves` says which.
+
+`mx.compile` needs a C++ compiler on the CPU. Where compiling fails, the fast path
+runs its functions uncompiled (the same values, more kernels) and logs it once;
+`compile_status` reports which of the two is in use.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from typing import NamedTuple, TypeVar
+
+import mlx.core as mx
+
+from specaccept.core.acceptance import (
+    AcceptanceRule,
+    accept_draft_token,
+    residual_distribution,
+)
+from specaccept.core.sampling import SamplerConfig, effective_token_distribution
+
+__all__ = [
+    "ALL_MASKED",
+    "NOT_FINITE",
+    "VALID",
+    "DraftStep",
+    "FusedSampler",
+    "RoundVerdict",
+    "compile_status",
+    "draw_from_distribution",
+    "fused_verify_block",
+    "invalid_logit_codes",
+]
+
+logger = logging.getLogger("specaccept")
+
+VALID, NOT_FINITE, ALL_MASKED = 0, 1, 2
+"""The codes of `invalid_logit_codes`: a distribution, NaN or +inf, -inf everywhere."""
+
+_INF = float("inf")
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def draw_from_distribution(probs: mx.array, u: mx.array) -> mx.array:
+    """`sample_from_distribution` on validated arrays, with one reduction after the cumsum.
+
+    The reference picks the first eligible id (``cumsum > u * total`` and positive)
+    and falls back to the last positive id when none is eligible. One key per id
+    encodes both orders: eligible ids map to ``2V - i`` (the smallest such i has the
+    largest key), positive ones to ``i`` (the largest has the largest key), the
+    rest to -1. Eligible keys exceed V - 1 >= every positive key, so the maximum
+    key is the reference's choice, decoded; a row with no positive entry (NaN
+    probabilities) decodes to V - 1 as the reference's fallback does.
+
+    Args:
+        probs: `[V]` or `[R, V]` float32.
+        u: float32 of shape ``probs.shape[:-1]``.
+    """
+    vocab_size = probs.shape[-1]
+    positive = probs > 0
+    partial_sums = mx.cumsum(probs, axis=-1)
+    eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive
+    ids = mx.arange(vocab_size, dtype=mx.int32)
+    key = mx.where(eligible, 2 * vocab_size - ids, mx.where(positive, ids, -1))
+    best = mx.max(key, axis=-1)
+    return mx.where(
+        best >= vocab_size, 2 * vocab_size - best, mx.where(best >= 0, best, vocab_size - 1)
+    )
+
+
+def invalid_logit_codes(logits: mx.array) -> mx.array:
+    """Per row: NOT_FINITE for NaN or +inf anywhere, ALL_MASKED for -inf everywhere, else VALID.
+
+    One max over the row with NaN read as +inf: it is +inf exactly when some entry is
+    NaN or +inf, and -inf exactly when every entry is -inf. A single -inf is a
+    legitimate mask.
+
+    >>> import mlx.core as mx
+    >>> inf = float("inf")
+    >>> invalid_logit_codes(mx.array([[0.0, -inf], [0.0, float("nan")], [-inf, -inf]])).tolist()
+    [0, 1, 2]
+    """
+    top = mx.max(mx.where(mx.isnan(logits), _INF, logits), axis=-1)
+    return mx.where(top == _INF, NOT_FINITE, mx.where(top == -_INF, ALL_MASKED, VALID))
+
+
+def fused_verify_block(
+    rule: AcceptanceRule, target_probs: mx.array, draft_probs: mx.array | None,
+    draft_tokens: mx.array, uniforms: mx.array,
+) -> tuple[mx.array, mx.array]:
+    """`verify_block`'s (num_accepted, next_token) on validated arrays, drawing faster.
+
+    The same steps as the reference, with `draw_from_distribution` for the draw.
+    """
+    k = draft_tokens.shape[0]
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
+        accepted = candidates[:k] == draft_tokens
+    elif rule is AcceptanceRule.STOCHASTIC:
+        assert draft_probs is not None
+        accepted = accept_draft_token(target_probs[:k], draft_probs, draft_tokens, uniforms[:k, 0])
+        rows = mx.concatenate(
+            [residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]
+        )
+        candidates = draw_from_distribution(rows, uniforms[:, 1])
+    else:
+        candidates = draw_from_distribution(target_probs, uniforms[:, 1])
+        accepted = candidates[:k] == draft_tokens
+    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
+    return num_accepted, candidates[num_accepted]
+
+
+@lru_cache(maxsize=1)
+def _compile_works() -> str | None:
+    """None when `mx.compile` fuses here; otherwise why it cannot (probed once)."""
+    def probe(x: mx.array) -> mx.array:
+        return mx.where(x > 0, x / 2, -x)
+
+    try:
+        x = mx.array([1.0, -2.0])
+        if mx.compile(probe)(x).tolist() != [0.5, 2.0]:
+            return "mx.compile returned a wrong probe value"
+    except Exception as error:  # a missing C++ compiler surfaces as a RuntimeError
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def compile_status() -> str:
+    """'compiled', or 'uncompiled (<reason>)' when `mx.compile` is unavailable here."""
+    reason = _compile_works()
+    return "compiled" if reason is None else f"uncompiled ({reason})"
+
+
+def _compiled(function: F) -> F:
+    reason = _compile_works()
+    if reason is None:
+        return mx.compile(function)  # type: ignore[no-any-return]
+    logger.warning(
+        "mx.compile is unavailable (%s): the fused path runs uncompiled, "
+        "with the same results and more kernels", reason,
+    )
+    return function
+
+
+class DraftStep(NamedTuple):
+    """One draft: the token, the law q it was drawn from, and its logits' validity code."""
+
+    token: mx.array
+    """0-d int32."""
+    probs: mx.array
+    """`[V]` float32, what `sample_token_with_distribution` returns as probs."""
+    invalid: mx.array
+    """0-d int32, one of VALID, NOT_FINITE, ALL_MASKED."""
+
+
+class RoundVerdict(NamedTuple):
+    """A round's target side: the verdict, the target's rows and their validity codes."""
+
+    num_accepted: mx.array
+    next_token: mx.array
+    target_probs: mx.array
+    invalid: mx.array
+    """`[k+1]` int32 codes, one per target row."""
+
+
+class FusedSampler:
+    """The fast path for one target sampler and one drafter sampler.
+
+    Args:
+        target_config, draft_config: the samplers; both must be `serves`-able.
+
+    Raises:
+        ValueError: a config this path does not serve (history penalties or XTC).
+    """
+
+    def __init__(self, target_config: SamplerConfig, draft_config: SamplerConfig) -> None:
+        for name, config in (("target_config", target_config), ("draft_config", draft_config)):
+            if not self.serves(config):
+                raise ValueError(
+                    f"{name} uses history penalties or XTC, which the fused path does not "
+                    f"serve; run the reference path for it, got {config!r}"
+                )
+        self.target_config = target_config
+        self.draft_config = draft_config
+        self._draft_step = _compiled(self._draft_step_uncompiled)
+        self._target_step = _compiled(self._target_step_uncompiled)
+        self._rounds: dict[AcceptanceRule, Callable[..., tuple[mx.array, ...]]] = {}
+
+    @staticmethod
+    def serves(config: SamplerConfig) -> bool:
+        """True when `config` needs no token history and no XTC mixture."""
+        return not config.uses_history and config.xtc_probability == 0.0
+
+    def _draft_step_uncompiled(
+        self, logits: mx.array, u: mx.array
+    ) -> tuple[mx.array, mx.array, mx.array]:
+        probs = effective_token_distribution(logits, self.draft_config)
+        token = draw_from_distribution(probs, u)
+        return token, probs, invalid_logit_codes(logits)
+
+    def draft_step(self, logits: mx.array, u: mx.array) -> DraftStep:
+        """`sample_token_with_distribution(logits, draft_config, (), u)` and the guard code.
+
+        Args:
+            logits: `[V]` logits of a float dtype.
+            u: a 0-d float32 array (an array, so that no new value retraces).
+        """
+        return DraftStep(*self._draft_step(logits, u))
+
+    def _target_step_uncompiled(
+        self, logits: mx.array, u: mx.array
+    ) -> tuple[mx.array, mx.array]:
+        probs = effective_token_distribution(logits, self.target_config)
+        return draw_from_distribution(probs, u), invalid_logit_codes(logits)
+
+    def target_step(self, logits: mx.array, u: mx.array) -> tuple[mx.array, mx.array]:
+        """One target-only token from `[V]` logits with 0-d `u`, and the logits' code."""
+        token, invalid = self._target_step(logits, u)
+        return token, invalid
+
+    def verify_round(
+        self, rule: AcceptanceRule, target_logits: mx.array, draft_probs: mx.array | None,
+        draft_tokens: mx.array, uniforms: mx.array,
+    ) -> RoundVerdict:
+        """The target rows, their codes and `verify_block`'s verdict, in one fused call.
+
+        Args:
+            rule: the acceptance rule.
+            target_logits: `[k+1, V]` logits of a float dtype.
+            draft_probs: `[k, V]` float32 when the rule reads q, else None.
+            draft_tokens: `[k]` int32.
+            uniforms: `[k+1, 2]` float32.
+        """
+        if rule not in self._rounds:
+            self._rounds[rule] = _compiled(self._round_function(rule))
+        if rule.needs_proposal_distribution:
+            assert draft_probs is not None
+            outputs = self._rounds[rule](target_logits, draft_probs, draft_tokens, uniforms)
+        else:
+            outputs = self._rounds[rule](target_logits, draft_tokens, uniforms)
+        return RoundVerdict(*outputs)
+
+    def _round_function(self, rule: AcceptanceRule) -> Callable[..., tuple[mx.array, ...]]:
+        config = self.target_config
+
+        def with_proposal(
+            logits: mx.array, draft_probs: mx.array, tokens: mx.array, uniforms: mx.array
+        ) -> tuple[mx.array, ...]:
+            probs = effective_token_distribution(logits, config)
+            verdict = fused_verify_block(rule, probs, draft_probs, tokens, uniforms)
+            return (*verdict, probs, invalid_logit_codes(logits))
+
+        def without_proposal(
+            logits: mx.array, tokens: mx.array, uniforms: mx.array
+        ) -> tuple[mx.array, ...]:
+            probs = effective_token_distribution(logits, config)
+            verdict = fused_verify_block(rule, probs, None, tokens, uniforms)
+            return (*verdict, probs, invalid_logit_codes(logits))
+
+        return with_proposal if rule.needs_proposal_distribution else without_proposal

@@ -1,0 +1,285 @@
+"""The fused fast path returns what the core reference returns, bit for bit.
+
+`specaccept.shell.fused` exists only to be faster than the core functions; it may
+never differ from them. Every comparison here is exact: token ids and codes equal,
+probabilities equal as float32 bit patterns. Each runs twice, with `mx.compile`
+fusing and with compilation disabled, and on the golden vectors of spec/vectors/
+as well as random inputs (ties, zeros, masked and non-finite rows, a 128k
+vocabulary). The last tests show that the comparison catches a wrong fast path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from test_golden_vectors import float_array, sampler_config
+
+from specaccept import (
+    AcceptanceRule,
+    SamplerConfig,
+    effective_token_distribution,
+    sample_from_distribution,
+    sample_token_with_distribution,
+    verify_block,
+)
+from specaccept.shell.fused import (
+    FusedSampler,
+    draw_from_distribution,
+    fused_verify_block,
+    invalid_logit_codes,
+)
+from specaccept.shell.generator import _invalid_logits
+
+VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors"
+RULES = (AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH, AcceptanceRule.GREEDY_ARGMAX)
+CONFIGS = (
+    SamplerConfig(),
+    SamplerConfig(temperature=0.7),
+    SamplerConfig(temperature=0.05),
+    SamplerConfig(temperature=1.5, top_k=40),
+    SamplerConfig(temperature=0.7, top_p=0.9),
+    SamplerConfig(temperature=0.9, min_p=0.05),
+    SamplerConfig(temperature=0.8, top_k=50, top_p=0.95, min_p=0.02),
+    SamplerConfig(temperature=0.7, logit_bias={3: 2.5, 10: -float(2**20)}),
+    SamplerConfig(temperature=0.0),
+)
+
+
+@pytest.fixture(params=["compiled", "uncompiled"])
+def compile_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "uncompiled":
+        mx.disable_compile()
+    try:
+        yield str(request.param)
+    finally:
+        mx.enable_compile()
+
+
+def bits(array: mx.array) -> list[int]:
+    """The float32 bit patterns (ids and bools as they are), for exact comparison."""
+    values = np.array(array)
+    if values.dtype == np.float32:
+        return [int(v) for v in values.view(np.uint32).ravel()]
+    return [int(v) for v in values.ravel()]
+
+
+def assert_same(label: str, fast: mx.array, reference: mx.array) -> None:
+    assert fast.dtype == reference.dtype, f"{label}: dtype {fast.dtype} != {reference.dtype}"
+    assert fast.shape == reference.shape, f"{label}: shape {fast.shape} != {reference.shape}"
+    assert bits(fast) == bits(reference), f"{label}: {fast.tolist()} != {reference.tolist()}"
+
+
+def vectors(family: str) -> list[dict[str, object]]:
+    data = json.loads((VECTORS / f"{family}.json").read_text(encoding="utf-8"))
+    found: list[dict[str, object]] = data["vectors"]
+    assert found, family
+    return found
+
+
+def random_logits(key: mx.array, rows: int, vocab: int, scale: float) -> mx.array:
+    logits = scale * mx.random.normal((rows, vocab), key=key)
+    # Ties, as real logits in bf16 hold many: quantise to a coarse grid.
+    return mx.round(logits * 4) / 4
+
+
+def random_probs(key: mx.array, rows: int, vocab: int) -> mx.array:
+    """Rows with exact zeros, ties and a wide dynamic range."""
+    a, b = mx.random.split(key)
+    logits = random_logits(a, rows, vocab, 6.0)
+    logits = mx.where(mx.random.uniform(shape=(rows, vocab), key=b) < 0.3, -mx.inf, logits)
+    logits[:, 0] = 0.0  # every row keeps mass
+    return mx.softmax(logits, axis=-1, precise=True)
+
+
+def uniforms_for(key: mx.array, shape: tuple[int, ...]) -> mx.array:
+    u = mx.floor(mx.random.uniform(shape=shape, key=key) * 2**24) / 2**24
+    return u.astype(mx.float32)
+
+
+# --- the draw ------------------------------------------------------------------------------
+
+
+def test_draw_matches_the_golden_vectors(compile_mode: str) -> None:
+    draw = mx.compile(draw_from_distribution)
+    for vector in vectors("sample_from_distribution"):
+        inputs = vector["input"]
+        assert isinstance(inputs, dict)
+        probs = mx.array(inputs["probs"], dtype=mx.float32)
+        # The reference also takes one u for all rows; the fast path takes one per row.
+        u = mx.broadcast_to(mx.array(inputs["u"], dtype=mx.float32), probs.shape[:-1])
+        reference = sample_from_distribution(probs, u)
+        assert_same(str(vector["name"]), draw_from_distribution(probs, u), reference)
+        assert_same(f"{vector['name']} compiled", draw(probs, u), reference)
+
+
+@pytest.mark.parametrize("vocab", [1, 2, 7, 67, 1000, 128_256])
+def test_draw_matches_the_reference_on_random_rows(compile_mode: str, vocab: int) -> None:
+    draw = mx.compile(draw_from_distribution)
+    for seed in range(3):
+        a, b = mx.random.split(mx.random.key(seed + vocab))
+        probs = random_probs(a, 6, vocab)
+        u = uniforms_for(b, (6,))
+        u[0], u[1] = 0.0, 1.0 - 2**-24  # both ends of the grid
+        reference = sample_from_distribution(probs, u)
+        assert_same(f"V={vocab}", draw_from_distribution(probs, u), reference)
+        assert_same(f"V={vocab} compiled", draw(probs, u), reference)
+        assert_same(f"V={vocab} one row", draw(probs[2], u[2]), sample_from_distribution(
+            probs[2], u[2]))
+
+
+def test_draw_matches_the_reference_on_degenerate_rows(compile_mode: str) -> None:
+    nan, inf = float("nan"), float("inf")
+    probs = mx.array(
+        [[0.0, 0.0, 1.0, 0.0], [nan, 0.5, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0],
+         [nan, nan, nan, nan], [inf, 0.0, 1.0, 0.0], [2**-149, 0.0, 0.0, 2**-149]],
+        dtype=mx.float32,
+    )
+    u = mx.array([0.5, 0.5, 0.5, 0.5, 0.5, 1 - 2**-24], dtype=mx.float32)
+    assert_same("degenerate", mx.compile(draw_from_distribution)(probs, u),
+                sample_from_distribution(probs, u))
+
+
+# --- the guard -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16, mx.float16])
+def test_invalid_logit_codes_match_the_reference_guard(compile_mode: str, dtype: mx.Dtype) -> None:
+    nan, inf = float("nan"), float("inf")
+    rows = mx.array(
+        [[0.0, 1.0, 2.0], [0.0, -inf, 1.0], [-inf, -inf, -inf], [nan, 0.0, 0.0],
+         [inf, 0.0, 0.0], [inf, -inf, 0.0], [nan, -inf, -inf], [-inf, -inf, inf],
+         [-inf, nan, inf], [3e38, -3e38, 0.0]],
+    ).astype(dtype)
+    codes = mx.compile(invalid_logit_codes)(rows)
+    assert_same("codes", codes, _invalid_logits(rows))
+    assert codes.tolist() == [0, 0, 2, 1, 1, 1, 1, 1, 1, 0 if dtype != mx.float16 else 1]
+
+
+# --- the draft step and the target-only step ------------------------------------------------
+
+
+def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> None:
+    served = 0
+    for vector in vectors("effective_token_distribution"):
+        inputs = vector["input"]
+        assert isinstance(inputs, dict)
+        config = sampler_config(inputs["config"])
+        if inputs["history"] or not FusedSampler.serves(config):
+            continue
+        served += 1
+        fused = FusedSampler(config, config)
+        logits = float_array(inputs["logits"], "logits")
+        for u_value in inputs["draw_uniforms"]:  # type: ignore[attr-defined]
+            u = mx.array(u_value, dtype=mx.float32)
+            token, probs = sample_token_with_distribution(logits, config, (), u)
+            step = fused.draft_step(logits, u)
+            assert_same(f"{vector['name']} token", step.token, token)
+            assert_same(f"{vector['name']} q", step.probs, probs)
+            assert_same(f"{vector['name']} code", step.invalid, _invalid_logits(logits[None])[0])
+            target_token, _ = fused.target_step(logits, u)
+            assert_same(f"{vector['name']} target token", target_token, token)
+    assert served >= 10, "the vectors must exercise the served configurations"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_draft_step_matches_the_reference_on_random_logits(
+    compile_mode: str, config: SamplerConfig, dtype: mx.Dtype
+) -> None:
+    fused = FusedSampler(config, config)
+    for seed, vocab in ((0, 67), (1, 4096), (2, 128_256)):
+        a, b = mx.random.split(mx.random.key(seed))
+        logits = random_logits(a, 3, vocab, 3.0).astype(dtype)
+        u = uniforms_for(b, (3,))
+        for row in range(3):
+            token, probs = sample_token_with_distribution(logits[row], config, (), u[row])
+            step = fused.draft_step(logits[row], u[row])
+            assert_same(f"V={vocab} row {row} token", step.token, token)
+            assert_same(f"V={vocab} row {row} q", step.probs, probs)
+            target_token, _ = fused.target_step(logits[row], u[row])
+            assert_same(f"V={vocab} row {row} target", target_token, token)
+
+
+# --- the round's verdict -------------------------------------------------------------------
+
+
+def test_fused_verify_block_matches_the_golden_vectors(compile_mode: str) -> None:
+    for vector in vectors("verify_block"):
+        inputs = vector["input"]
+        assert isinstance(inputs, dict)
+        rule = AcceptanceRule(inputs["rule"])
+        target = mx.array(inputs["target_probs"], dtype=mx.float32)
+        draft = (None if inputs["draft_probs"] is None
+                 else mx.array(inputs["draft_probs"], dtype=mx.float32))
+        tokens = mx.array(inputs["draft_tokens"], dtype=mx.int32)
+        uniforms = mx.array(inputs["uniforms"], dtype=mx.float32)
+        reference = verify_block(rule, target, draft, tokens, uniforms)
+        fast = fused_verify_block(rule, target, draft, tokens, uniforms)
+        compiled = mx.compile(lambda *arrays, rule=rule: fused_verify_block(rule, *arrays))
+        fused = compiled(target, draft, tokens, uniforms) if draft is not None else mx.compile(
+            lambda *arrays, rule=rule: fused_verify_block(rule, arrays[0], None, *arrays[1:])
+        )(target, tokens, uniforms)
+        for got in (fast, fused):
+            assert_same(f"{vector['name']} n", got[0], reference.num_accepted)
+            assert_same(f"{vector['name']} next", got[1], reference.next_token)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.value)
+@pytest.mark.parametrize("config", CONFIGS[:6], ids=repr)
+def test_verify_round_matches_the_reference_round(
+    compile_mode: str, rule: AcceptanceRule, config: SamplerConfig
+) -> None:
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        config = SamplerConfig(temperature=0.0)
+    fused = FusedSampler(config, config)
+    for seed, vocab, k in ((0, 67, 4), (1, 1000, 1), (2, 128_256, 4), (3, 50, 8)):
+        a, b, c, d = mx.random.split(mx.random.key(100 + seed), 4)
+        target_logits = random_logits(a, k + 1, vocab, 2.0).astype(mx.bfloat16)
+        # Drafts from a nearby drafter, so that runs of acceptances happen.
+        draft_logits = target_logits[:k].astype(mx.float32) + 0.5 * mx.random.normal(
+            (k, vocab), key=b)
+        draft_probs = effective_token_distribution(draft_logits, config)
+        tokens = sample_from_distribution(draft_probs, uniforms_for(c, (k,)))
+        uniforms = uniforms_for(d, (k + 1, 2))
+        target_probs = effective_token_distribution(target_logits, config)
+        proposal = draft_probs if rule.needs_proposal_distribution else None
+        reference = verify_block(rule, target_probs, proposal, tokens, uniforms)
+        got = fused.verify_round(rule, target_logits, proposal, tokens, uniforms)
+        label = f"V={vocab} k={k}"
+        assert_same(f"{label} n", got.num_accepted, reference.num_accepted)
+        assert_same(f"{label} next", got.next_token, reference.next_token)
+        assert_same(f"{label} probs", got.target_probs, target_probs)
+        assert_same(f"{label} codes", got.invalid, _invalid_logits(target_logits))
+
+
+def test_the_fused_path_refuses_what_it_does_not_serve() -> None:
+    with pytest.raises(ValueError, match="draft_config uses history penalties or XTC"):
+        FusedSampler(SamplerConfig(), SamplerConfig(repetition_penalty=1.1))
+    with pytest.raises(ValueError, match="target_config"):
+        FusedSampler(SamplerConfig(xtc_probability=0.5), SamplerConfig())
+
+
+# --- the comparison can fail ---------------------------------------------------------------
+
+
+def test_a_draw_that_ignores_zero_mass_is_caught() -> None:
+    """Drop the positivity mask: the draw may land on a zero-probability id, and is caught."""
+    probs = mx.array([0.5, 0.0, 0.5], dtype=mx.float32)
+    u = mx.array(0.5, dtype=mx.float32)
+    partial = mx.cumsum(probs)
+    wrong = mx.argmax(partial >= u * partial[-1]).astype(mx.int32)
+    with pytest.raises(AssertionError, match="!="):
+        assert_same("wrong", wrong, sample_from_distribution(probs, u))
+
+
+def test_a_rounding_difference_in_q_is_caught() -> None:
+    """One ulp in one entry of q is a different distribution to this comparison."""
+    probs = effective_token_distribution(mx.array([0.0, 1.0, 2.0]), SamplerConfig())
+    nudged = mx.array(np.nextafter(np.array(probs), np.float32(1.0)).astype(np.float32))
+    with pytest.raises(AssertionError, match="!="):
+        assert_same("nudged", nudged, probs)
