@@ -17,7 +17,6 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from test_golden_vectors import float_array, sampler_config
 
 from specaccept import (
     AcceptanceRule,
@@ -31,9 +30,19 @@ from specaccept.shell.fused import (
     FusedSampler,
     draw_from_distribution,
     fused_verify_block,
-    invalid_logit_codes,
+    invalid_row_codes,
 )
-from specaccept.shell.generator import _invalid_logits
+from specaccept.shell.generator import (
+    RuleChoice,
+    SpeculativeGenerator,
+    SpeculativeStats,
+    _invalid_rows,
+    target_only_generate,
+)
+from specaccept.shell.loading import ModelPair
+from specaccept.shell.profiling import PHASES, RoundClock
+from specaccept.shell.random_pairs import random_pair
+from test_golden_vectors import float_array, sampler_config
 
 VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors"
 RULES = (AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH, AcceptanceRule.GREEDY_ARGMAX)
@@ -148,16 +157,23 @@ def test_draw_matches_the_reference_on_degenerate_rows(compile_mode: str) -> Non
 
 
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16, mx.float16])
-def test_invalid_logit_codes_match_the_reference_guard(compile_mode: str, dtype: mx.Dtype) -> None:
+def test_invalid_row_codes_match_the_reference_guard(compile_mode: str, dtype: mx.Dtype) -> None:
     nan, inf = float("nan"), float("inf")
     rows = mx.array(
         [[0.0, 1.0, 2.0], [0.0, -inf, 1.0], [-inf, -inf, -inf], [nan, 0.0, 0.0],
          [inf, 0.0, 0.0], [inf, -inf, 0.0], [nan, -inf, -inf], [-inf, -inf, inf],
-         [-inf, nan, inf], [3e38, -3e38, 0.0]],
+         [-inf, nan, inf], [3e38, -3e38, 0.0], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]],
     ).astype(dtype)
-    codes = mx.compile(invalid_logit_codes)(rows)
-    assert_same("codes", codes, _invalid_logits(rows))
-    assert codes.tolist() == [0, 0, 2, 1, 1, 1, 1, 1, 1, 0 if dtype != mx.float16 else 1]
+    laws = effective_token_distribution(rows, SamplerConfig())
+    # Laws the sampler can return besides: no mass at all, a NaN entry, a tiny mass.
+    laws[-2] = mx.zeros((3,))
+    laws[-1] = mx.array([nan, 0.5, 0.5])
+    laws[0] = mx.array([2**-149, 0.0, 0.0])
+    codes = mx.compile(invalid_row_codes)(rows, laws)
+    assert_same("codes", codes, _invalid_rows(rows, laws))
+    # -3e38 overflows float16 to -inf, leaving +inf - inf = NaN in its law.
+    expected_ninth = 0 if dtype != mx.float16 else 1
+    assert codes.tolist() == [0, 0, 2, 1, 1, 1, 1, 1, 1, expected_ninth, 3, 3]
 
 
 # --- the draft step and the target-only step ------------------------------------------------
@@ -174,13 +190,16 @@ def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> N
         served += 1
         fused = FusedSampler(config, config)
         logits = float_array(inputs["logits"], "logits")
-        for u_value in inputs["draw_uniforms"]:  # type: ignore[attr-defined]
+        draw_uniforms = inputs["draw_uniforms"]
+        assert isinstance(draw_uniforms, list)
+        for u_value in draw_uniforms:
             u = mx.array(u_value, dtype=mx.float32)
             token, probs = sample_token_with_distribution(logits, config, (), u)
             step = fused.draft_step(logits, u)
             assert_same(f"{vector['name']} token", step.token, token)
             assert_same(f"{vector['name']} q", step.probs, probs)
-            assert_same(f"{vector['name']} code", step.invalid, _invalid_logits(logits[None])[0])
+            assert_same(f"{vector['name']} code", step.invalid,
+                        _invalid_rows(logits[None], probs[None])[0])
             target_token, _ = fused.target_step(logits, u)
             assert_same(f"{vector['name']} target token", target_token, token)
     assert served >= 10, "the vectors must exercise the served configurations"
@@ -254,7 +273,7 @@ def test_verify_round_matches_the_reference_round(
         assert_same(f"{label} n", got.num_accepted, reference.num_accepted)
         assert_same(f"{label} next", got.next_token, reference.next_token)
         assert_same(f"{label} probs", got.target_probs, target_probs)
-        assert_same(f"{label} codes", got.invalid, _invalid_logits(target_logits))
+        assert_same(f"{label} codes", got.invalid, _invalid_rows(target_logits, target_probs))
 
 
 def test_the_fused_path_refuses_what_it_does_not_serve() -> None:
@@ -283,3 +302,56 @@ def test_a_rounding_difference_in_q_is_caught() -> None:
     nudged = mx.array(np.nextafter(np.array(probs), np.float32(1.0)).astype(np.float32))
     with pytest.raises(AssertionError, match="!="):
         assert_same("nudged", nudged, probs)
+
+
+# --- the generator: the fast path changes no token -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_pair() -> ModelPair:
+    return random_pair("small", seed=3)
+
+
+@pytest.mark.parametrize(
+    ("rule", "config"),
+    [("stochastic", SamplerConfig(temperature=0.7)),
+     ("sampler-match", SamplerConfig(temperature=0.7)),
+     ("stochastic", SamplerConfig(temperature=1.0, top_p=0.9, min_p=0.05)),
+     ("auto", SamplerConfig(temperature=0.0)),
+     ("stochastic", SamplerConfig(temperature=0.8, repetition_penalty=1.2))],
+    ids=["stochastic", "sampler-match", "top-p-min-p", "greedy", "penalty-uses-core"],
+)
+def test_fast_and_core_paths_generate_the_same_run(
+    small_pair: ModelPair, rule: RuleChoice, config: SamplerConfig
+) -> None:
+    prompt = list(b"ROMEO:\n")
+    runs: dict[bool, tuple[list[list[int]], SpeculativeStats, list[int]]] = {}
+    for fast_path in (True, False):
+        generator = SpeculativeGenerator(
+            small_pair.target, small_pair.drafter, config, num_draft_tokens=3, rule=rule,
+            diagnostics=True, fast_path=fast_path,
+        )
+        run = generator.generate(prompt, 40, seed=11)
+        blocks = [list(block) for block in run]
+        target_only = list(target_only_generate(
+            small_pair.target, prompt, config, 12, seed=5, fast_path=fast_path))
+        runs[fast_path] = (blocks, run.stats, target_only)
+    assert runs[True] == runs[False]
+    assert runs[True][1].host_syncs == runs[True][1].rounds
+
+
+def test_a_clock_times_the_round_without_changing_it(small_pair: ModelPair) -> None:
+    config = SamplerConfig(temperature=0.7)
+    generator = SpeculativeGenerator(small_pair.target, small_pair.drafter, config)
+    plain = generator.generate([1, 2, 3], 30, seed=2)
+    blocks = list(plain)
+    pipelined, phased = RoundClock(), RoundClock(phased=True)
+    for clock in (pipelined, phased):
+        run = generator.generate([1, 2, 3], 30, seed=2, clock=clock)
+        assert list(run) == blocks
+        assert run.stats.host_syncs == run.stats.rounds == plain.stats.rounds
+        # A final single target step, when a run ends on one, has no drafts to time.
+        assert plain.stats.rounds - 1 <= clock.rounds <= plain.stats.rounds
+    assert set(phased.per_round()) == set(PHASES)
+    assert all(seconds > 0 for seconds in phased.per_round().values())
+    assert set(pipelined.per_round()) == {"round", "host sync wait", "host"}

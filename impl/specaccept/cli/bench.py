@@ -3,6 +3,12 @@
 Every figure is a ratio of two timings taken in the same process, with the
 arms interleaved repetition by repetition and each summarised by its median,
 so that a noisy, shared machine slows both sides of a ratio alike.
+
+`--random-pair` benchmarks a random-weight pair with real shapes, built in memory
+(`specaccept.shell.random_pairs`): its round costs are a real pair's, its
+acceptance is not. After the arms, the bench breaks a round down (each phase
+evaluated alone, `specaccept.shell.profiling`) and counts the sampler's and the
+verifier's kernels at the pair's vocabulary, on the fused path and the core path.
 """
 
 from __future__ import annotations
@@ -32,12 +38,17 @@ from specaccept.cli.options import (
     progress_bar,
     sampler_config,
 )
+from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.theory import expected_tokens_per_round
+from specaccept.shell.fused import compile_status
 from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.profiling import PHASES, RoundClock
+from specaccept.shell.random_pairs import RANDOM_PAIRS
 
 __all__ = ["BenchResult", "add_parser", "render_markdown", "run_benchmark"]
 
 SPECULATIVE_RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match")
+"""The rules benchmarked, each an arm `speculative-<rule>`; every table iterates this."""
 
 
 def add_parser(commands: Any) -> None:
@@ -46,6 +57,17 @@ def add_parser(commands: Any) -> None:
         "bench", help="side-by-side performance ratios"
     )
     add_model_arguments(bench)
+    bench.add_argument(
+        "--random-pair", choices=sorted(RANDOM_PAIRS),
+        help="instead of models on disk, a random-weight pair of real shapes built in memory "
+        "(its acceptance is not a trained pair's): "
+        + "; ".join(f"{name}: {preset.description}" for name, preset in RANDOM_PAIRS.items()),
+    )
+    bench.add_argument(
+        "--core-arms", action="store_true",
+        help="add arms that run each rule through the core functions as written, "
+        "beside the default fused path",
+    )
     add_run_arguments(bench, tokens=200, measures=True)
     add_sampler_arguments(bench)
     bench.add_argument("--repeats", type=positive_int, default=5)
@@ -73,44 +95,67 @@ class BenchResult:
     speedup_predicted: dict[str, float]
     speedup_measured_over_predicted: dict[str, float]
     speculative_over_mlx_lm: dict[str, float]
+    round_breakdown: dict[str, dict[str, float]]
+    pipelined_round: dict[str, dict[str, float]]
+    kernel_counts: dict[str, dict[str, int]]
 
 
 def run_benchmark(args: argparse.Namespace) -> int:
     """Run every arm, print Markdown to stdout, and write JSON when asked."""
     from specaccept.shell.loading import load_pair
-    from specaccept.shell.measure import forward_costs, mlx_lm_arms
+    from specaccept.shell.measure import forward_costs, mlx_lm_arms, sampler_kernel_counts
+    from specaccept.shell.random_pairs import random_pair
 
     config = sampler_config(args)
     if config.uses_history:
         raise ValueError("bench compares against mlx-lm's sampler: leave the penalties off")
-    pair = load_pair(args.model, args.draft_model)
-    prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
+    if args.random_pair is not None and (args.model or args.draft_model):
+        raise ValueError("--random-pair builds its own models: drop --model and --draft-model")
+    if args.random_pair is not None:
+        pair = random_pair(args.random_pair)
+        # No tokenizer: the prompt's UTF-8 bytes are its token ids (every vocabulary has 256).
+        prompt = list(args.prompt.encode("utf-8"))
+        if not prompt:
+            raise ValueError("--prompt must not be empty")
+    else:
+        pair = load_pair(args.model, args.draft_model)
+        prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
     k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
+    paths = {"": True, "-core": False} if args.core_arms else {"": True}
     generators = {
-        rule: SpeculativeGenerator(
-            pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule
+        f"{rule}{suffix}": SpeculativeGenerator(
+            pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule,
+            fast_path=fast_path,
         )
         for rule in SPECULATIVE_RULES
+        for suffix, fast_path in paths.items()
     }
-    stats: dict[str, list[Any]] = {rule: [] for rule in SPECULATIVE_RULES}
+    stats: dict[str, list[Any]] = {name: [] for name in generators}
+    clocks: dict[str, list[RoundClock]] = {name: [] for name in generators}
 
     # Repeat r runs every arm with seed + r: each arm sees the same set of trajectories,
     # and no ratio rests on one lucky or unlucky trajectory.
-    def speculative(rule: RuleChoice) -> Callable[[int], int]:
+    def speculative(name: str) -> Callable[[int], int]:
         def run(seed: int) -> int:
-            run = generators[rule].generate(prompt, n, seed=seed)
+            clock = RoundClock()
+            run = generators[name].generate(prompt, n, seed=seed, clock=clock)
             count = sum(len(b) for b in run)
-            stats[rule].append(run.stats)
+            stats[name].append(run.stats)
+            clocks[name].append(clock)
             return count
         return run
 
     def target_only(seed: int) -> int:
         return sum(1 for _ in target_only_generate(pair.target, prompt, config, n, seed=seed))
 
+    def target_only_core(seed: int) -> int:
+        steps = target_only_generate(pair.target, prompt, config, n, seed=seed, fast_path=False)
+        return sum(1 for _ in steps)
+
     arms: dict[str, Callable[[int], int]] = {
         "target-only": target_only,
-        "speculative-stochastic": speculative("stochastic"),
-        "speculative-sampler-match": speculative("sampler-match"),
+        **({"target-only-core": target_only_core} if args.core_arms else {}),
+        **{f"speculative-{name}": speculative(name) for name in generators},
         **mlx_lm_arms(pair, prompt, config, k, n),
     }
     progress = progress_bar(
@@ -130,10 +175,29 @@ def run_benchmark(args: argparse.Namespace) -> int:
                 seconds[name].append(elapsed)
             progress.set_postfix_str(name)
             progress.update()
-    for rule in SPECULATIVE_RULES:
-        del stats[rule][0]  # the warm-up run
+    for name in generators:
+        del stats[name][0], clocks[name][0]  # the warm-up run
     piece_seconds, verify_ratio = forward_costs(
         pair, prompt, k, config, 5 * args.repeats, SPECULATIVE_RULES
+    )
+    # The breakdown: one more run per rule with every phase evaluated alone (slower, and
+    # not a throughput figure), on the path the arms above ran by default.
+    breakdown: dict[str, dict[str, float]] = {}
+    for rule in SPECULATIVE_RULES:
+        phased = RoundClock(phased=True)
+        for _ in generators[rule].generate(prompt, n, seed=seed, clock=phased):
+            pass
+        breakdown[rule] = phased.per_round()
+    pipelined = {
+        name: {
+            part: statistics.median(clock.per_round()[part] for clock in clocks[name])
+            for part in ("round", "host sync wait", "host")
+        }
+        for name in generators
+    }
+    kernels = sampler_kernel_counts(
+        generators[SPECULATIVE_RULES[0]].vocab_size, config, k,
+        [generators[rule].acceptance_rule for rule in SPECULATIVE_RULES],
     )
     progress.update()
     progress.close()
@@ -148,20 +212,26 @@ def run_benchmark(args: argparse.Namespace) -> int:
     tokens_round: dict[str, float] = {}
     measured: dict[str, float] = {}
     predicted: dict[str, float] = {}
-    for rule in SPECULATIVE_RULES:
-        runs = stats[rule]
-        arm = f"speculative-{rule}"
-        per_round[rule] = statistics.median(
+    for name in generators:
+        runs = stats[name]
+        arm = f"speculative-{name}"
+        per_round[name] = statistics.median(
             s / run.rounds for s, run in zip(seconds[arm], runs, strict=True)
         )
-        syncs[rule] = statistics.mean(run.host_syncs / run.rounds for run in runs)
-        alpha[rule] = statistics.mean(run.per_position_acceptance for run in runs)
-        tokens_round[rule] = statistics.mean(run.generated / run.rounds for run in runs)
-        measured[rule] = tokens_per_second[arm] / target_rate
-        predicted[rule] = expected_tokens_per_round([alpha[rule]] * k) / (k * c + r)
+        syncs[name] = statistics.mean(run.host_syncs / run.rounds for run in runs)
+        alpha[name] = statistics.mean(run.per_position_acceptance for run in runs)
+        tokens_round[name] = statistics.mean(run.generated / run.rounds for run in runs)
+        measured[name] = tokens_per_second[arm] / target_rate
+        predicted[name] = expected_tokens_per_round([alpha[name]] * k) / (k * c + r)
     result = BenchResult(
         settings={
             "target": str(pair.target_path), "drafter": str(pair.drafter_path),
+            "random_pair": args.random_pair,
+            "random_pair_shapes": (
+                RANDOM_PAIRS[args.random_pair].description if args.random_pair else None
+            ),
+            "vocab_size": generators[SPECULATIVE_RULES[0]].vocab_size,
+            "compile": compile_status(),
             "num_draft_tokens": k, "max_tokens": n, "seed": seed, "repeats": args.repeats,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
             "min_p": config.min_p, "device": str(mx.default_device()),
@@ -180,13 +250,16 @@ def run_benchmark(args: argparse.Namespace) -> int:
         speedup_measured=measured,
         speedup_predicted=predicted,
         speedup_measured_over_predicted={
-            rule: measured[rule] / predicted[rule] for rule in SPECULATIVE_RULES
+            name: measured[name] / predicted[name] for name in generators
         },
         speculative_over_mlx_lm={
-            rule: tokens_per_second[f"speculative-{rule}"]
+            name: tokens_per_second[f"speculative-{name}"]
             / tokens_per_second["mlx-lm-speculative"]
-            for rule in SPECULATIVE_RULES
+            for name in generators
         },
+        round_breakdown=breakdown,
+        pipelined_round=pipelined,
+        kernel_counts=kernels,
     )
     print_invocation(args)
     print(render_markdown(result))
@@ -206,8 +279,19 @@ def render_markdown(result: BenchResult) -> str:
         f"Benchmark: {s['max_tokens']} tokens, k={k}, temperature={s['temperature']}, "
         f"seeds {s['seed']}..{s['seed'] + s['repeats']}, {s['repeats']} interleaved repeats "
         "(medians; the first, warm-up, discarded); "
-        f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}",
+        f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}; "
+        f"vocabulary {s['vocab_size']:,}; fused path {s['compile']}",
         "",
+    ]
+    if s.get("random_pair"):
+        lines += [
+            f"Models: the random-weight pair `{s['random_pair']}` ({s['random_pair_shapes']}), "
+            "built in memory. Its costs are those of a real pair of these shapes; its "
+            "acceptance is not a trained pair's (two independent random models rarely agree), "
+            "so acceptance, tokens/round and speedups describe this random pair only.",
+            "",
+        ]
+    lines += [
         "| arm | tokens/s | ratio to target-only |",
         "|---|---:|---:|",
     ]
@@ -221,13 +305,14 @@ def render_markdown(result: BenchResult) -> str:
         "| vs mlx-lm speculative |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for rule in SPECULATIVE_RULES:
+    for rule in result.seconds_per_round:
+        verify_ratio = result.verify_cost_over_forward[rule.removesuffix("-core")]
         lines.append(
             f"| {rule} | {result.seconds_per_round[rule] * 1e3:.2f} ms "
             f"| {result.host_syncs_per_round[rule]:.2f} "
             f"| {result.per_position_acceptance[rule]:.4f} "
             f"| {result.tokens_per_round[rule]:.3f} "
-            f"| {result.verify_cost_over_forward[rule]:.3f} "
+            f"| {verify_ratio:.3f} "
             f"| {result.speedup_measured[rule]:.3f} | {result.speedup_predicted[rule]:.3f} "
             f"| {result.speedup_measured_over_predicted[rule]:.3f} "
             f"| {result.speculative_over_mlx_lm[rule]:.3f} |"
@@ -243,4 +328,56 @@ def render_markdown(result: BenchResult) -> str:
         f"1-token forward: {r:.3f}. Predicted speedup = "
         f"`expected_tokens_per_round([alpha]*k) / (k*c + {k + 1}-token cost ratio)`.",
     ]
+    lines += _breakdown_markdown(result)
     return "\n".join(lines)
+
+
+def _breakdown_markdown(result: BenchResult) -> list[str]:
+    """Where a round's time goes, and how many kernels the sampler and verifier launch."""
+    vocab = result.settings["vocab_size"]
+    lines = [
+        "",
+        "Where a round's time goes, ms per round. Phased: one run per rule with every phase "
+        "evaluated and synchronised alone (device time per phase, and the Python between "
+        "phases). Pipelined: the timed arms above, one synchronisation per round "
+        "(host = round - host sync wait: building, dispatching and booking the round).",
+        "",
+        "| rule | " + " | ".join(PHASES) + " | sum |",
+        "|---|" + "---:|" * (len(PHASES) + 1),
+    ]
+    for rule, phases in result.round_breakdown.items():
+        cells = [phases.get(name, 0.0) * 1e3 for name in PHASES]
+        lines.append(
+            f"| {rule} (phased) | " + " | ".join(f"{cell:.2f}" for cell in cells)
+            + f" | {sum(cells):.2f} |"
+        )
+    lines += [
+        "",
+        "| arm (pipelined) | round | host sync wait | host |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, parts in result.pipelined_round.items():
+        lines.append(
+            f"| speculative-{name} | {parts['round'] * 1e3:.2f} | "
+            f"{parts['host sync wait'] * 1e3:.2f} | {parts['host'] * 1e3:.2f} |"
+        )
+    lines += [
+        "",
+        f"Kernels launched by the sampler and verifier at V = {vocab:,} (views left out, "
+        "models' forwards excluded): per draft step, and for the round's verification "
+        "(the target rows, the verdict, the NaN/inf guards).",
+        "",
+        "| rule | core draft step | fused draft step | core verification | fused verification "
+        "| core round | fused round |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    k = result.settings["num_draft_tokens"]
+    for rule, counts in result.kernel_counts.items():
+        core = k * counts["core draft step"] + counts["core verification"]
+        fused = k * counts["fused draft step"] + counts["fused verification"]
+        lines.append(
+            f"| {rule} | {counts['core draft step']} | {counts['fused draft step']} "
+            f"| {counts['core verification']} | {counts['fused verification']} "
+            f"| {core} | {fused} |"
+        )
+    return lines

@@ -8,8 +8,8 @@ bit for bit with fewer passes:
 
 - `draw_from_distribution` finds the inverse-CDF draw with one reduction after the
   cumulative sum, where the reference runs four (two argmaxes, an any, a where);
-- `invalid_logit_codes` classifies a row of logits with one reduction instead of six
-  passes;
+- `invalid_row_codes` classifies a row (its logits and its sampler law) with two
+  reductions where the reference runs five;
 - `FusedSampler` wraps a draft step, a target-only step and a whole round's target
   side (the target's rows, the guard, the verdict) each in one `mx.compile`d
   function, so the elementwise work between reductions runs fused.
@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import lru_cache
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar, cast
 
 import mlx.core as mx
 
@@ -44,20 +44,22 @@ from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 __all__ = [
     "ALL_MASKED",
     "NOT_FINITE",
+    "NO_MASS",
     "VALID",
     "DraftStep",
     "FusedSampler",
     "RoundVerdict",
     "compile_status",
     "draw_from_distribution",
+    "fused_sampler",
     "fused_verify_block",
-    "invalid_logit_codes",
+    "invalid_row_codes",
 ]
 
 logger = logging.getLogger("specaccept")
 
-VALID, NOT_FINITE, ALL_MASKED = 0, 1, 2
-"""The codes of `invalid_logit_codes`: a distribution, NaN or +inf, -inf everywhere."""
+VALID, NOT_FINITE, ALL_MASKED, NO_MASS = 0, 1, 2, 3
+"""The codes of `invalid_row_codes`: valid, NaN or +inf logits, -inf everywhere, a massless law."""
 
 _INF = float("inf")
 
@@ -91,20 +93,30 @@ def draw_from_distribution(probs: mx.array, u: mx.array) -> mx.array:
     )
 
 
-def invalid_logit_codes(logits: mx.array) -> mx.array:
-    """Per row: NOT_FINITE for NaN or +inf anywhere, ALL_MASKED for -inf everywhere, else VALID.
+def invalid_row_codes(logits: mx.array, probs: mx.array) -> mx.array:
+    """The shell's row guard: NOT_FINITE, ALL_MASKED, NO_MASS or VALID per row, in two passes.
 
-    One max over the row with NaN read as +inf: it is +inf exactly when some entry is
-    NaN or +inf, and -inf exactly when every entry is -inf. A single -inf is a
-    legitimate mask.
+    NOT_FINITE: NaN or +inf logits; ALL_MASKED: -inf everywhere (a single -inf is a
+    legitimate mask); NO_MASS: the sampler law `probs` is not finite with a positive
+    sum. One max over the logits with NaN read as +inf is +inf exactly when some
+    entry is NaN or +inf, and -inf exactly when every entry is -inf. One sum decides
+    the law: `probs` comes from `effective_token_distribution`, so each entry is NaN
+    or lies in [0, 1]; the sum is then NaN exactly when an entry is, and otherwise
+    finite, so ``sum > 0`` fails exactly when the law is not finite or has no mass.
 
     >>> import mlx.core as mx
-    >>> inf = float("inf")
-    >>> invalid_logit_codes(mx.array([[0.0, -inf], [0.0, float("nan")], [-inf, -inf]])).tolist()
-    [0, 1, 2]
+    >>> inf, nan = float("inf"), float("nan")
+    >>> logits = mx.array([[0.0, -inf], [0.0, nan], [-inf, -inf], [0.0, 0.0]])
+    >>> probs = mx.array([[1.0, 0.0], [nan, nan], [nan, nan], [0.0, 0.0]])
+    >>> invalid_row_codes(logits, probs).tolist()
+    [0, 1, 2, 3]
     """
     top = mx.max(mx.where(mx.isnan(logits), _INF, logits), axis=-1)
-    return mx.where(top == _INF, NOT_FINITE, mx.where(top == -_INF, ALL_MASKED, VALID))
+    has_mass = probs.sum(axis=-1) > 0
+    return mx.where(
+        top == _INF, NOT_FINITE,
+        mx.where(top == -_INF, ALL_MASKED, mx.where(has_mass, VALID, NO_MASS)),
+    )
 
 
 def fused_verify_block(
@@ -157,7 +169,7 @@ def compile_status() -> str:
 def _compiled(function: F) -> F:
     reason = _compile_works()
     if reason is None:
-        return mx.compile(function)  # type: ignore[no-any-return]
+        return cast(F, mx.compile(function))
     logger.warning(
         "mx.compile is unavailable (%s): the fused path runs uncompiled, "
         "with the same results and more kernels", reason,
@@ -173,7 +185,7 @@ class DraftStep(NamedTuple):
     probs: mx.array
     """`[V]` float32, what `sample_token_with_distribution` returns as probs."""
     invalid: mx.array
-    """0-d int32, one of VALID, NOT_FINITE, ALL_MASKED."""
+    """0-d int32, the row guard's code (`invalid_row_codes`)."""
 
 
 class RoundVerdict(NamedTuple):
@@ -219,7 +231,7 @@ class FusedSampler:
     ) -> tuple[mx.array, mx.array, mx.array]:
         probs = effective_token_distribution(logits, self.draft_config)
         token = draw_from_distribution(probs, u)
-        return token, probs, invalid_logit_codes(logits)
+        return token, probs, invalid_row_codes(logits, probs)
 
     def draft_step(self, logits: mx.array, u: mx.array) -> DraftStep:
         """`sample_token_with_distribution(logits, draft_config, (), u)` and the guard code.
@@ -234,7 +246,7 @@ class FusedSampler:
         self, logits: mx.array, u: mx.array
     ) -> tuple[mx.array, mx.array]:
         probs = effective_token_distribution(logits, self.target_config)
-        return draw_from_distribution(probs, u), invalid_logit_codes(logits)
+        return draw_from_distribution(probs, u), invalid_row_codes(logits, probs)
 
     def target_step(self, logits: mx.array, u: mx.array) -> tuple[mx.array, mx.array]:
         """One target-only token from `[V]` logits with 0-d `u`, and the logits' code."""
@@ -271,13 +283,20 @@ class FusedSampler:
         ) -> tuple[mx.array, ...]:
             probs = effective_token_distribution(logits, config)
             verdict = fused_verify_block(rule, probs, draft_probs, tokens, uniforms)
-            return (*verdict, probs, invalid_logit_codes(logits))
+            return (*verdict, probs, invalid_row_codes(logits, probs))
 
         def without_proposal(
             logits: mx.array, tokens: mx.array, uniforms: mx.array
         ) -> tuple[mx.array, ...]:
             probs = effective_token_distribution(logits, config)
             verdict = fused_verify_block(rule, probs, None, tokens, uniforms)
-            return (*verdict, probs, invalid_logit_codes(logits))
+            return (*verdict, probs, invalid_row_codes(logits, probs))
 
         return with_proposal if rule.needs_proposal_distribution else without_proposal
+
+
+@lru_cache(maxsize=16)
+def fused_sampler(target_config: SamplerConfig, draft_config: SamplerConfig) -> FusedSampler:
+    """The `FusedSampler` of a pair of configs, built once, so that its compiled functions
+    are traced once per process rather than once per run."""
+    return FusedSampler(target_config, draft_config)

@@ -20,7 +20,12 @@ from typing import Any, Literal
 
 import mlx.core as mx
 
-from specaccept.core.acceptance import AcceptanceRule, acceptance_rule, verify_block
+from specaccept.core.acceptance import (
+    AcceptanceRule,
+    BlockVerdict,
+    acceptance_rule,
+    verify_block,
+)
 from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampling import (
@@ -30,6 +35,8 @@ from specaccept.core.sampling import (
     sample_token_with_distribution,
 )
 from specaccept.core.theory import acceptance_closed_forms
+from specaccept.shell.fused import FusedSampler, fused_sampler
+from specaccept.shell.profiling import RoundClock
 
 __all__ = [
     "CacheInvariantError",
@@ -345,6 +352,10 @@ class SpeculativeGenerator:
         prefill_step_size: prompt tokens per prefill forward.
         round_observer: called with a `RoundObservation` after every round (for
             tracing; it costs one extra read-back of the round's rows).
+        fast_path: sample and verify through `specaccept.shell.fused`, which
+            returns what the core functions return, bit for bit, with fewer
+            kernels; False runs the core functions as written. Samplers with
+            history penalties or XTC always run the core functions.
     """
 
     target: Any
@@ -358,6 +369,8 @@ class SpeculativeGenerator:
     diagnostics: bool = False
     prefill_step_size: int = 512
     round_observer: Callable[[RoundObservation], None] | None = None
+    fast_path: bool = True
+    _fused: FusedSampler | None = field(init=False, repr=False)
     _observed: tuple[Any, Any, list[int], Any, int] = field(
         init=False, repr=False
     )
@@ -397,6 +410,12 @@ class SpeculativeGenerator:
         self.acceptance_rule = acceptance_rule(
             self.target_config, drafter_has_distribution=True, stochastic=stochastic
         )
+        served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
+            self.draft_config)
+        self._fused = (
+            fused_sampler(self.target_config, self.draft_config)
+            if self.fast_path and served else None
+        )
         if self.acceptance_rule not in _logged_rules:
             _logged_rules.add(self.acceptance_rule)
             logger.info(
@@ -405,10 +424,15 @@ class SpeculativeGenerator:
             )
 
     @staticmethod
-    def _sync(stats: SpeculativeStats, *arrays: mx.array) -> list[Any]:
+    def _sync(
+        stats: SpeculativeStats, *arrays: mx.array, clock: RoundClock | None = None
+    ) -> list[Any]:
         """The round's one host synchronisation: evaluate, then read back."""
         stats.host_syncs += 1
-        mx.eval(*arrays)
+        if clock is None:
+            mx.eval(*arrays)
+        else:
+            clock.synchronise(*arrays)
         return [array.tolist() for array in arrays]
 
     def _target_rows(self, logits: mx.array, history: mx.array, drafts: list[mx.array]) -> mx.array:
@@ -422,21 +446,25 @@ class SpeculativeGenerator:
             rows.append(effective_token_distribution(logits[i], config, row_history))
         return mx.stack(rows)
 
-    def generate(self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0) -> SpeculativeRun:
+    def generate(
+        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0,
+        clock: RoundClock | None = None,
+    ) -> SpeculativeRun:
         """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
 
         The arguments are checked here, before any model runs. Output position n
         (0-based, counted from the first generated token) uses the uniforms
         ``position_uniform(seed, n, slot)`` for its accept test, its target draw
-        and its draft.
+        and its draft. A `clock` times the run's drafting rounds (`RoundClock`).
         """
         _check_run_arguments(max_tokens, seed, self.prefill_step_size)
         tokens = _check_prompt(prompt, self.vocab_size)
         stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
-        return SpeculativeRun(self._blocks(tokens, max_tokens, seed, stats), stats)
+        return SpeculativeRun(self._blocks(tokens, max_tokens, seed, stats, clock), stats)
 
     def _blocks(
-        self, tokens: list[int], max_tokens: int, seed: int, stats: SpeculativeStats
+        self, tokens: list[int], max_tokens: int, seed: int, stats: SpeculativeStats,
+        clock: RoundClock | None,
     ) -> Iterator[list[int]]:
         assert self.draft_config is not None
         k_max = self.num_draft_tokens
@@ -459,10 +487,14 @@ class SpeculativeGenerator:
                     stats, target_cache, history, current, generated, seed
                 )
             else:
+                if clock is not None:
+                    clock.start_round()
                 emitted, owes_backfill = self._round(
                     stats, target_cache, draft_cache, history, current, backfill, generated, k,
-                    seed,
+                    seed, clock,
                 )
+                if clock is not None:
+                    clock.end_round()
                 # The drafter never forwarded the round's last draft, emitted just before
                 # the bonus token: it leads the next round's first drafter forward.
                 backfill = [emitted[-2]] if owes_backfill else []
@@ -555,37 +587,51 @@ class SpeculativeGenerator:
         position: int,
         k: int,
         seed: int,
+        clock: RoundClock | None = None,
     ) -> tuple[list[int], bool]:
         assert self.draft_config is not None
-        rule = self.acceptance_rule
+        rule, fused = self.acceptance_rule, self._fused
         keep_q = (rule.needs_proposal_distribution or self.diagnostics
                   or self.round_observer is not None)
         draft_history = history
         drafts: list[mx.array] = []
         draft_probs: list[mx.array] = []
-        draft_invalid: list[mx.array] = []
+        # Each draft's logits and law are checked as it is sampled; the codes ride the sync.
+        draft_checks: list[mx.array] = []
+        draft_uniforms = mx.array(
+            [position_uniform(seed, position + j, DRAFT) for j in range(k)], dtype=mx.float32
+        )
         step_input = mx.array([*backfill, current])
         for j in range(k):
             logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
             _check_width(logits, self.vocab_size, "the drafter")
-            token, q = sample_token_with_distribution(
-                logits, self.draft_config, draft_history,
-                position_uniform(seed, position + j, DRAFT),
-            )
+            if clock is not None:
+                clock.phase("drafter forward", logits)
+            if fused is not None:
+                token, q, check = fused.draft_step(logits, draft_uniforms[j])
+                check = check[None]
+            else:
+                token, q = sample_token_with_distribution(
+                    logits, self.draft_config, draft_history, draft_uniforms[j]
+                )
+                check = _invalid_rows(logits[None], q[None])
+                draft_history = mx.concatenate([draft_history, token.reshape(1)])
+            if clock is not None:
+                clock.phase("draft sampling", token, q, check)
             # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
             mx.async_eval(token)  # type: ignore[no-untyped-call]
             drafts.append(token)
-            draft_invalid.append(_invalid_rows(logits[None], q[None]))
+            draft_checks.append(check)
             if keep_q:
                 draft_probs.append(q)
             step_input = token.reshape(1)
-            draft_history = mx.concatenate([draft_history, step_input])
 
         draft_tokens = mx.stack(drafts)
         target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
         target_logits = self.target(target_input[None], cache=target_cache)[0]
         _check_width(target_logits, self.vocab_size, "the target")
-        target_probs = self._target_rows(target_logits, history, drafts)
+        if clock is not None:
+            clock.phase("target forward", target_logits)
         proposal = mx.stack(draft_probs) if keep_q else None
         uniforms = mx.array(
             [
@@ -595,12 +641,22 @@ class SpeculativeGenerator:
             ],
             dtype=mx.float32,
         )
-        verdict = verify_block(
-            rule, target_probs, proposal if rule.needs_proposal_distribution else None,
-            draft_tokens, uniforms,
-        )
+        needed_q = proposal if rule.needs_proposal_distribution else None
+        if fused is not None:
+            fused_verdict = fused.verify_round(
+                rule, target_logits, needed_q, draft_tokens, uniforms
+            )
+            verdict = BlockVerdict(fused_verdict.num_accepted, fused_verdict.next_token)
+            target_probs, target_invalid = fused_verdict.target_probs, fused_verdict.invalid
+        else:
+            target_probs = self._target_rows(target_logits, history, drafts)
+            verdict = verify_block(rule, target_probs, needed_q, draft_tokens, uniforms)
+            target_invalid = _invalid_rows(target_logits, target_probs)
+        draft_invalid = mx.concatenate(draft_checks)
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
-                   _invalid_rows(target_logits, target_probs), mx.concatenate(draft_invalid)]
+                   target_invalid, draft_invalid]
+        if clock is not None:
+            clock.phase("sampling and verification", *outputs)
         if self.diagnostics:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
@@ -608,7 +664,7 @@ class SpeculativeGenerator:
         if self.round_observer is not None:
             assert proposal is not None
             outputs += [target_probs, proposal, uniforms]
-        values = self._sync(stats, *outputs)
+        values = self._sync(stats, *outputs, clock=clock)
         accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
         # Rows past the emitted block decide nothing; only a row that decided a token counts.
         _raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
@@ -640,12 +696,14 @@ def target_only_generate(
     seed: int = 0,
     eos_token_ids: frozenset[int] = frozenset(),
     prefill_step_size: int = 512,
+    fast_path: bool = True,
 ) -> Iterator[int]:
     """Sample the target alone, one token per forward, with the generator's randomness.
 
     Output position n draws with ``position_uniform(seed, n, SAMPLE)``, the
     uniform a speculative round's sampler-match draw uses, so the two streams
     coincide under sampler-match (up to the numerics of a batched forward).
+    `fast_path` means what it means for `SpeculativeGenerator`.
     """
     _check_model("target", target)
     if not isinstance(config, SamplerConfig):
@@ -657,10 +715,15 @@ def target_only_generate(
     cache = _make_cache(target, "target")
     _prefill(target, cache, tokens, prefill_step_size)
     history = mx.array(tokens, dtype=mx.int32)
+    fused = fused_sampler(config, config) if fast_path and FusedSampler.serves(config) else None
 
     def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
         logits = target(history[-1:][None], cache=cache)[0, -1]
         _check_width(logits, vocab_size, "the target")
+        if fused is not None:
+            u = mx.array(position_uniform(seed, position, SAMPLE), dtype=mx.float32)
+            token, invalid = fused.target_step(logits, u)
+            return token, invalid[None]
         probs = effective_token_distribution(logits, config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
         return token, _invalid_rows(logits[None], probs[None])

@@ -6,6 +6,8 @@ everything that does lives here, in the shell.
 
 from __future__ import annotations
 
+import io
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +18,7 @@ import mlx.core as mx
 from specaccept.core.acceptance import AcceptanceRule, verify_block
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
-__all__ = ["forward_costs", "mlx_lm_arms"]
+__all__ = ["forward_costs", "kernels_in_graph", "mlx_lm_arms", "sampler_kernel_counts"]
 
 
 def _time(action: Callable[[], object]) -> float:
@@ -111,3 +113,62 @@ def mlx_lm_arms(
         return sum(1 for _ in steps)
 
     return {"mlx-lm-speculative": speculative, "mlx-lm-target-only": target_only}
+
+
+_VIEWS = frozenset({
+    "Broadcast", "Reshape", "Squeeze", "ExpandDims", "Slice", "Transpose", "AsStrided",
+    "Flatten", "Unflatten", "StopGradient", "Depends",
+})
+"""Primitives that make a view of their input and launch no kernel."""
+
+
+def kernels_in_graph(*outputs: mx.array) -> list[str]:
+    """The primitives that run to compute `outputs` from what is already evaluated.
+
+    Read from `mx.export_to_dot`; views are left out, a compiled (fused) group counts
+    once, so the count is the kernels launched, up to primitives that launch several.
+    """
+    dot = io.StringIO()
+    mx.export_to_dot(dot, *outputs)
+    labels = re.findall(r'\[label ="([^"]+)"', dot.getvalue())
+    return [label for label in labels if label not in _VIEWS]
+
+
+def sampler_kernel_counts(
+    vocab_size: int, config: SamplerConfig, k: int, rules: Sequence[AcceptanceRule],
+) -> dict[str, dict[str, int]]:
+    """Kernels per draft step and per round's verification, core path and fused path.
+
+    The models' forwards are left out: the logits are evaluated first, so the graphs
+    counted are the sampler's and the verifier's alone, at this vocabulary.
+    """
+    from specaccept.core.sampling import sample_token_with_distribution
+    from specaccept.shell.fused import fused_sampler
+    from specaccept.shell.generator import _invalid_rows
+
+    key_target, key_draft = mx.random.split(mx.random.key(0))
+    target_logits = mx.random.normal((k + 1, vocab_size), key=key_target)
+    draft_logits = mx.random.normal((k, vocab_size), key=key_draft)
+    tokens = mx.zeros((k,), dtype=mx.int32)
+    uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
+    u = mx.array(0.5, dtype=mx.float32)
+    q_rows = effective_token_distribution(draft_logits, config)
+    mx.eval(target_logits, draft_logits, q_rows)
+    fused = fused_sampler(config, config)
+    counts: dict[str, dict[str, int]] = {}
+    for rule in rules:
+        q = q_rows if rule.needs_proposal_distribution else None
+        token, law = sample_token_with_distribution(draft_logits[0], config, (), u)
+        core_step = (token, law, _invalid_rows(draft_logits[:1], law[None]))
+        target_probs = effective_token_distribution(target_logits, config)
+        core_verdict = verify_block(rule, target_probs, q, tokens, uniforms)
+        core_round = kernels_in_graph(*core_verdict, _invalid_rows(target_logits, target_probs))
+        fused_step = fused.draft_step(draft_logits[0], u)
+        fused_verdict = fused.verify_round(rule, target_logits, q, tokens, uniforms)
+        counts[rule.value] = {
+            "core draft step": len(kernels_in_graph(*core_step)),
+            "core verification": len(core_round),
+            "fused draft step": len(kernels_in_graph(*fused_step)),
+            "fused verification": len(kernels_in_graph(*fused_verdict)),
+        }
+    return counts

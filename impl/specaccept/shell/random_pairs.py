@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 
@@ -84,7 +84,7 @@ def _randomise(model: Any, key: mx.array, dtype: mx.Dtype) -> None:
     """
     from mlx.utils import tree_flatten, tree_unflatten
 
-    leaves = tree_flatten(model.parameters())
+    leaves = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
     keys = mx.random.split(key, len(leaves))
     for index, (name, value) in enumerate(leaves):
         if value.ndim >= 2:

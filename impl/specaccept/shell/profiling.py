@@ -1,0 +1,96 @@
+"""Where a speculative round's time goes, measured rather than inferred.
+
+A round queues lazy work and synchronises once, so its wall time alone cannot say
+what the drafter, the target, the sampler and Python each cost. A `RoundClock`
+handed to a generator measures it in one of two ways:
+
+- **pipelined** (the round as it runs): per round, the wall time and the time the
+  host waits in the round's one synchronisation; host time is the difference, the
+  Python that builds the round's graphs, dispatches them and books the result.
+- **phased** (a separate, slower run for the breakdown): every phase is evaluated
+  and synchronised on its own, so each phase's device time is timed alone, and the
+  Python between two phases is timed apart from it. A phased round synchronises
+  2k + 3 times: it measures the pieces, never the throughput.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+
+__all__ = ["PHASES", "RoundClock"]
+
+PHASES = (
+    "drafter forward",
+    "draft sampling",
+    "target forward",
+    "sampling and verification",
+    "host sync wait",
+    "python",
+)
+"""The phases a phased clock reports, in the order a round runs them."""
+
+
+@dataclass
+class RoundClock:
+    """Seconds per phase, summed over the rounds a generator ran with this clock.
+
+    Args:
+        phased: evaluate each phase on its own (the breakdown) instead of timing
+            the pipelined round.
+    """
+
+    phased: bool = False
+    rounds: int = 0
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    _mark: float = 0.0
+    _round_start: float = 0.0
+
+    def start_round(self) -> None:
+        """A round begins: its Python time counts from here."""
+        self._round_start = self._mark = time.perf_counter()
+
+    def phase(self, name: str, *arrays: Any) -> None:
+        """A phase's work is queued; a phased clock evaluates and times it now."""
+        if not self.phased:
+            return
+        start = time.perf_counter()
+        self.seconds["python"] += start - self._mark
+        mx.eval(*arrays)
+        self._mark = time.perf_counter()
+        self.seconds[name] += self._mark - start
+
+    def synchronise(self, *arrays: mx.array) -> None:
+        """The round's one host synchronisation, timed as the wait it is."""
+        start = time.perf_counter()
+        if self.phased:
+            self.seconds["python"] += start - self._mark
+        mx.eval(*arrays)
+        self._mark = time.perf_counter()
+        self.seconds["host sync wait"] += self._mark - start
+
+    def end_round(self) -> None:
+        """The round's result is booked; what followed the sync is Python."""
+        end = time.perf_counter()
+        if self.phased:
+            self.seconds["python"] += end - self._mark
+        else:
+            self.seconds["round"] += end - self._round_start
+        self.rounds += 1
+
+    def per_round(self) -> dict[str, float]:
+        """Mean seconds per round of each measured phase.
+
+        A pipelined clock reports `round`, `host sync wait`, and `host` (round minus
+        wait); a phased clock reports the `PHASES`.
+        """
+        if not self.rounds:
+            return {}
+        means = {name: total / self.rounds for name, total in self.seconds.items()}
+        if not self.phased and "round" in means:
+            means["host"] = means["round"] - means.get("host sync wait", 0.0)
+        return means
