@@ -38,7 +38,6 @@ from specaccept.cli.options import (
     progress_bar,
     sampler_config,
 )
-from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.theory import expected_tokens_per_round
 from specaccept.shell.fused import compile_status
 from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
