@@ -94,6 +94,10 @@ class BenchResult:
     speedup_predicted: dict[str, float]
     speedup_measured_over_predicted: dict[str, float]
     speculative_over_mlx_lm: dict[str, float]
+    ratio_spread: dict[str, list[float]]
+    """Each headline ratio computed repeat by repeat: [median, min, max] over the repeats."""
+    tokens_per_second_spread: dict[str, list[float]]
+    """[min, max] tokens/s of each arm over the repeats."""
     round_breakdown: dict[str, dict[str, float]]
     pipelined_round: dict[str, dict[str, float]]
     kernel_counts: dict[str, dict[str, int]]
@@ -202,6 +206,24 @@ def run_benchmark(args: argparse.Namespace) -> int:
     progress.close()
 
     tokens_per_second = {name: statistics.median(values) for name, values in rates.items()}
+
+    def per_repeat(numerators: list[float], denominators: list[float]) -> list[float]:
+        ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
+        return [statistics.median(ratios), min(ratios), max(ratios)]
+
+    round_seconds = {
+        name: [t / run.rounds for t, run in zip(seconds[f"speculative-{name}"], stats[name],
+                                                 strict=True)]
+        for name in generators
+    }
+    spread = {
+        "round cost, stochastic / sampler-match": per_repeat(
+            round_seconds["stochastic"], round_seconds["sampler-match"]),
+        "target-only / mlx-lm target-only": per_repeat(
+            rates["target-only"], rates["mlx-lm-target-only"]),
+        **{f"speculative-{name} / mlx-lm-speculative": per_repeat(
+            rates[f"speculative-{name}"], rates["mlx-lm-speculative"]) for name in generators},
+    }
     target_rate = tokens_per_second["target-only"]
     c = piece_seconds["drafter_1"] / piece_seconds["target_1"]
     r = piece_seconds[f"target_{k + 1}"] / piece_seconds["target_1"]
@@ -256,6 +278,10 @@ def run_benchmark(args: argparse.Namespace) -> int:
             / tokens_per_second["mlx-lm-speculative"]
             for name in generators
         },
+        ratio_spread=spread,
+        tokens_per_second_spread={
+            name: [min(values), max(values)] for name, values in rates.items()
+        },
         round_breakdown=breakdown,
         pipelined_round=pipelined,
         kernel_counts=kernels,
@@ -279,7 +305,8 @@ def render_markdown(result: BenchResult) -> str:
         f"seeds {s['seed']}..{s['seed'] + s['repeats']}, {s['repeats']} interleaved repeats "
         "(medians; the first, warm-up, discarded); "
         f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}; "
-        f"vocabulary {s['vocab_size']:,}; fused path {s['compile']}",
+        f"vocabulary {s['vocab_size']:,}; fused path: target-only step {s['compile']}, "
+        "round uncompiled",
         "",
     ]
     if s.get("random_pair"):
@@ -291,12 +318,22 @@ def render_markdown(result: BenchResult) -> str:
             "",
         ]
     lines += [
-        "| arm | tokens/s | ratio to target-only |",
-        "|---|---:|---:|",
+        "| arm | tokens/s | min-max over repeats | ratio to target-only |",
+        "|---|---:|---:|---:|",
     ]
     base = result.tokens_per_second["target-only"]
     for arm, rate in result.tokens_per_second.items():
-        lines.append(f"| {arm} | {rate:.1f} | {rate / base:.3f} |")
+        low, high = result.tokens_per_second_spread[arm]
+        lines.append(f"| {arm} | {rate:.1f} | {low:.1f}-{high:.1f} | {rate / base:.3f} |")
+    lines += [
+        "",
+        "Ratios taken repeat by repeat (arms of one repeat run back to back):",
+        "",
+        "| ratio | median | min | max |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, (median, low, high) in result.ratio_spread.items():
+        lines.append(f"| {label} | {median:.3f} | {low:.3f} | {high:.3f} |")
     lines += [
         "",
         "| rule | s/round | host syncs/round | per-position acceptance | tokens/round "

@@ -177,6 +177,10 @@ def _compiled(function: F) -> F:
     return function
 
 
+def _plain(function: F) -> F:
+    return function
+
+
 class DraftStep(NamedTuple):
     """One draft: the token, the law q it was drawn from, and its logits' validity code."""
 
@@ -203,12 +207,16 @@ class FusedSampler:
 
     Args:
         target_config, draft_config: the samplers; both must be `serves`-able.
+        compiled: run the functions through `mx.compile` (where it works here);
+            False runs them as plain MLX calls, with the same results.
 
     Raises:
         ValueError: a config this path does not serve (history penalties or XTC).
     """
 
-    def __init__(self, target_config: SamplerConfig, draft_config: SamplerConfig) -> None:
+    def __init__(
+        self, target_config: SamplerConfig, draft_config: SamplerConfig, *, compiled: bool = True
+    ) -> None:
         for name, config in (("target_config", target_config), ("draft_config", draft_config)):
             if not self.serves(config):
                 raise ValueError(
@@ -217,8 +225,11 @@ class FusedSampler:
                 )
         self.target_config = target_config
         self.draft_config = draft_config
-        self._draft_step = _compiled(self._draft_step_uncompiled)
-        self._target_step = _compiled(self._target_step_uncompiled)
+        self.compiled = compiled
+        wrap = _compiled if compiled else _plain
+        self._wrap = wrap
+        self._draft_step = wrap(self._draft_step_uncompiled)
+        self._target_step = wrap(self._target_step_uncompiled)
         self._rounds: dict[AcceptanceRule, Callable[..., tuple[mx.array, ...]]] = {}
 
     @staticmethod
@@ -267,7 +278,7 @@ class FusedSampler:
             uniforms: `[k+1, 2]` float32.
         """
         if rule not in self._rounds:
-            self._rounds[rule] = _compiled(self._round_function(rule))
+            self._rounds[rule] = self._wrap(self._round_function(rule))
         if rule.needs_proposal_distribution:
             assert draft_probs is not None
             outputs = self._rounds[rule](target_logits, draft_probs, draft_tokens, uniforms)
@@ -296,7 +307,9 @@ class FusedSampler:
 
 
 @lru_cache(maxsize=16)
-def fused_sampler(target_config: SamplerConfig, draft_config: SamplerConfig) -> FusedSampler:
+def fused_sampler(
+    target_config: SamplerConfig, draft_config: SamplerConfig, *, compiled: bool = True
+) -> FusedSampler:
     """The `FusedSampler` of a pair of configs, built once, so that its compiled functions
     are traced once per process rather than once per run."""
-    return FusedSampler(target_config, draft_config)
+    return FusedSampler(target_config, draft_config, compiled=compiled)

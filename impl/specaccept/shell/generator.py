@@ -412,8 +412,10 @@ class SpeculativeGenerator:
         )
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
+        # Uncompiled: on an H200 at V = 128k, mx.compile'd draft steps and verdicts made the
+        # round slower than the same functions run plainly (docs/results/bench-gpu-8b.md).
         self._fused = (
-            fused_sampler(self.target_config, self.draft_config)
+            fused_sampler(self.target_config, self.draft_config, compiled=False)
             if self.fast_path and served else None
         )
         if self.acceptance_rule not in _logged_rules:
@@ -715,6 +717,7 @@ def target_only_generate(
     cache = _make_cache(target, "target")
     _prefill(target, cache, tokens, prefill_step_size)
     history = mx.array(tokens, dtype=mx.int32)
+    # Compiled: a compiled target-only step measured faster than plain or core steps.
     fused = fused_sampler(config, config) if fast_path and FusedSampler.serves(config) else None
 
     def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
