@@ -85,8 +85,9 @@ def assert_same(label: str, fast: mx.array, reference: mx.array) -> None:
 
 def vectors(family: str) -> list[dict[str, object]]:
     data = json.loads((VECTORS / f"{family}.json").read_text(encoding="utf-8"))
-    found: list[dict[str, object]] = data["vectors"]
-    assert found, family
+    # The error vectors test the reference's validation; the fast path takes validated arrays.
+    found: list[dict[str, object]] = [v for v in data["vectors"] if "expected" in v]
+    assert len(found) >= 10, family
     return found
 
 
@@ -126,7 +127,7 @@ def test_draw_matches_the_golden_vectors(compile_mode: str) -> None:
         assert_same(f"{vector['name']} compiled", draw(probs, u), reference)
 
 
-@pytest.mark.parametrize("vocab", [1, 2, 7, 67, 1000, 128_256])
+@pytest.mark.parametrize("vocab", [1, 2, 7, 67, 1000, 128_256])  # 128_256: Llama 3's
 def test_draw_matches_the_reference_on_random_rows(compile_mode: str, vocab: int) -> None:
     draw = mx.compile(draw_from_distribution)
     for seed in range(3):
@@ -205,13 +206,15 @@ def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> N
     assert served >= 10, "the vectors must exercise the served configurations"
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=repr)
-@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+@pytest.mark.parametrize("config", CONFIGS, ids=range(len(CONFIGS)))
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16], ids=["f32", "bf16"])
 def test_draft_step_matches_the_reference_on_random_logits(
     compile_mode: str, config: SamplerConfig, dtype: mx.Dtype
 ) -> None:
     fused = FusedSampler(config, config)
-    for seed, vocab in ((0, 67), (1, 4096), (2, 128_256)):
+    # A 128k vocabulary, the size this path exists for, once per config.
+    sizes = ((0, 67), (1, 4096), (2, 128_256)) if dtype == mx.bfloat16 else ((0, 67), (1, 4096))
+    for seed, vocab in sizes:
         a, b = mx.random.split(mx.random.key(seed))
         logits = random_logits(a, 3, vocab, 3.0).astype(dtype)
         u = uniforms_for(b, (3,))
@@ -249,14 +252,17 @@ def test_fused_verify_block_matches_the_golden_vectors(compile_mode: str) -> Non
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.value)
-@pytest.mark.parametrize("config", CONFIGS[:6], ids=repr)
+@pytest.mark.parametrize("config", CONFIGS[:6], ids=range(6))
 def test_verify_round_matches_the_reference_round(
     compile_mode: str, rule: AcceptanceRule, config: SamplerConfig
 ) -> None:
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         config = SamplerConfig(temperature=0.0)
     fused = FusedSampler(config, config)
-    for seed, vocab, k in ((0, 67, 4), (1, 1000, 1), (2, 128_256, 4), (3, 50, 8)):
+    cases = [(0, 67, 4), (1, 1000, 1), (3, 50, 8)]
+    if config == CONFIGS[1]:
+        cases.append((2, 128_256, 4))
+    for seed, vocab, k in cases:
         a, b, c, d = mx.random.split(mx.random.key(100 + seed), 4)
         target_logits = random_logits(a, k + 1, vocab, 2.0).astype(mx.bfloat16)
         # Drafts from a nearby drafter, so that runs of acceptances happen.
