@@ -1,4 +1,4 @@
-"""`specaccept bench --random-pair`: a pair of real shapes built in memory, benchmarked end to end."""
+"""`specaccept bench --random-pair`: a pair of real shapes built in memory, benchmarked."""
 
 from __future__ import annotations
 

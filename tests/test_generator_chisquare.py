@@ -30,6 +30,7 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
+import specaccept.shell.fused as fused_module
 import specaccept.shell.generator as generator_module
 from specaccept import SamplerConfig, effective_token_distribution
 from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, SpeculativeStats
@@ -156,7 +157,10 @@ def test_iid_stream_of_a_resample_from_p_generator_fails_pearson(
     # The naive mistake: on rejection draw from p instead of relu(p - q). The emitted
     # law becomes min(p, q) + (1 - sum min(p, q)) * p, which over-weights where q > p.
     # Its chi-square grows ~0.012 per token here, so half the tokens still fail it by 3x.
+    # The generator verifies through the fused fast path, and through the core
+    # `verify_block` when that path is off: break both.
     monkeypatch.setattr(generator_module, "verify_block", resample_from_p_verify_block)
+    monkeypatch.setattr(fused_module, "fused_verify_block", resample_from_p_verify_block)
     run = _iid_run("stochastic", 1234, tokens=TOKENS // 2)
     statistic, _ = _pearson(run.tokens)
     _report("i.i.d. target, broken resample-from-p", statistic, IID_THRESHOLD, run)
