@@ -405,8 +405,9 @@ def replay_expected_tokens_per_round(
 def replay_expected_speedup(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    speedup = expected_speedup(value_arg(inputs["alpha"]), value_arg(inputs["k"]),
-                               value_arg(inputs["c"]), verify_cost=value_arg(inputs["verify_cost"]))
+    alpha, k, c = value_arg(inputs["alpha"]), value_arg(inputs["k"]), value_arg(inputs["c"])
+    speedup = (expected_speedup(alpha, k, c) if "verify_cost" not in inputs  # the default
+               else expected_speedup(alpha, k, c, verify_cost=value_arg(inputs["verify_cost"])))
     return close("speedup", speedup, expected["speedup"], atol)
 
 

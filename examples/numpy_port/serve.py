@@ -196,6 +196,8 @@ def expected_tokens_per_round(i: dict[str, Any]) -> dict[str, Any]:
 
 
 def expected_speedup(i: dict[str, Any]) -> dict[str, Any]:
+    if "verify_cost" not in i:  # left out: the default
+        return {"speedup": sp.expected_speedup(value(i["alpha"]), value(i["k"]), value(i["c"]))}
     return {"speedup": sp.expected_speedup(value(i["alpha"]), value(i["k"]), value(i["c"]),
                                            verify_cost=value(i["verify_cost"]))}
 

@@ -509,6 +509,9 @@ def distribution_cases() -> list[DistributionCase]:
         c("repetition_context_window", "only the last repetition_context_size ids count",
           [2.0, 1.0, 0.0, -1.0], config(repetition_penalty=2.0, repetition_context_size=1),
           softmax64([2.0, 0.5, 0.0, -1.0]), False, (0, 3, 1)),
+        c("penalties_with_empty_history", "no history: no id is seen, nothing is penalised",
+          [0.0] * 4, config(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.5),
+          [0.25] * 4, True),
         c("frequency_and_presence", "subtract count * frequency + seen * presence", [0.0] * 4,
           config(frequency_penalty=0.5, presence_penalty=0.25),
           softmax64([0.0, -1.25, -0.75, 0.0]), False, (1, 1, 2)),
@@ -1317,6 +1320,9 @@ def grid_draw_counts_vectors() -> list[Vector]:
         ("dyadic_law_exact", "prefix sums and u * total exact: counts = 2**24 * w",
          [0.5, 0.0, 0.25, 0.25]),
         ("one_hot", "a one-hot law gets every grid point", [0.0, 1.0, 0.0]),
+        ("breakpoint_at_the_first_grid_point",
+         "w = [2**-24, 1 - 2**-24]: only u = 0 draws id 0, the grid point at index 0",
+         [2.0**-24, 1.0 - 2.0**-24]),
         ("unnormalized_dyadic", "weights need not sum to 1: total 4", [2.0, 1.0, 0.0, 1.0]),
     ]
     brute: list[tuple[str, str, list[float]]] = [
@@ -1488,7 +1494,7 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
     elif family == "expected_speedup":
         expected_speedup(decode_value(inputs["alpha"]), decode_value(inputs["k"]),
                          decode_value(inputs["c"]),
-                         verify_cost=decode_value(inputs["verify_cost"]))
+                         verify_cost=decode_value(inputs["verify_cost"]))  # errors give it
     else:
         raise GenerationError(f"no replay for family {family}")
 
@@ -1959,19 +1965,25 @@ def expected_speedup_vectors() -> list[Vector]:
         ("no_acceptance", "alpha = 0: one token per round costs k c + 1", 0.0, 4, 0.125, 1.0),
         ("verify_cost", "a (k+1)-token verify costing 1.5 forwards", 0.75, 2, 0.25, 1.5),
         ("decimal_inputs", "not exact in binary: compared within 1e-12", 0.8, 5, 0.05, 1.2),
+        ("one_draft", "k = 1 is allowed: (1 + alpha) / (c + 1)", 0.5, 1, 0.25, 1.0),
+        ("verify_cost_default", "verify_cost left out: it defaults to 1", 0.5, 2, 0.5, None),
     ]
     out = []
-    for name, note, alpha, k, c, cost in cases:
+    for name, note, alpha, k, c, given_cost in cases:
+        cost = 1.0 if given_cost is None else given_cost
         tokens, survival = Fraction(1), Fraction(1)
         for _ in range(k):
             survival *= Fraction(alpha)
             tokens += survival
         want = tokens / (k * Fraction(c) + Fraction(cost))
-        got = expected_speedup(alpha, k, c, verify_cost=cost)
+        got = (expected_speedup(alpha, k, c) if given_cost is None
+               else expected_speedup(alpha, k, c, verify_cost=given_cost))
         atol = 0.0 if Fraction(got) == want else DOUBLE_ATOL
         check_close(name, [got], [float(want)], atol)
-        out.append(vector(name, note, {"alpha": alpha, "k": k, "c": c, "verify_cost": cost},
-                          {"speedup": got}, atol))
+        inputs: Vector = {"alpha": alpha, "k": k, "c": c}
+        if given_cost is not None:
+            inputs["verify_cost"] = given_cost
+        out.append(vector(name, note, inputs, {"speedup": got}, atol))
     return out
 
 
