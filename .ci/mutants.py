@@ -171,7 +171,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "if raw is None:\n        return True",
         "if raw is None:\n        return False",
         "stochastic acceptance off by default: the documented default is on",
-        vectors=False,
     ),
     # --- verify_block ------------------------------------------------------------------
     mutant(

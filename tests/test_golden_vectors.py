@@ -22,6 +22,7 @@ import copy
 import doctest
 import json
 import math
+import os
 import re
 import struct
 import subprocess
@@ -34,6 +35,7 @@ import mlx.core as mx
 import pytest
 
 from specaccept import (
+    STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     SamplerConfig,
     accept_draft_token,
@@ -389,9 +391,17 @@ def replay_sampler_config(
 def replay_acceptance_rule(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    rule = acceptance_rule(sampler_config(inputs["target_config"]),
-                           drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
-                           stochastic=value_arg(inputs["stochastic"]))
+    # stochastic = null asks for the switch's default: replay with the variable unset.
+    saved = os.environ.pop(STOCHASTIC_ACCEPT_ENV, None)
+    try:
+        rule = acceptance_rule(
+            sampler_config(inputs["target_config"]),
+            drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
+            stochastic=value_arg(inputs["stochastic"]),
+        )
+    finally:
+        if saved is not None:
+            os.environ[STOCHASTIC_ACCEPT_ENV] = saved
     return same("rule", rule.value, expected["rule"])
 
 

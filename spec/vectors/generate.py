@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept import (
+    STOCHASTIC_ACCEPT_ENV,
     UNIFORM_GRID_SIZE,
     AcceptanceRule,
     SamplerConfig,
@@ -509,6 +511,32 @@ def distribution_cases() -> list[DistributionCase]:
         c("repetition_context_window", "only the last repetition_context_size ids count",
           [2.0, 1.0, 0.0, -1.0], config(repetition_penalty=2.0, repetition_context_size=1),
           softmax64([2.0, 0.5, 0.0, -1.0]), False, (0, 3, 1)),
+        c("temperature_before_top_p",
+          "T = 0.5 sharpens to [0.73, 0.18, 0.05, 0.05] before top-p = 0.7 reads it: id 0 "
+          "alone reaches 0.7 (top-p on the untempered law would keep ids 0 and 1)", d,
+          config(temperature=0.5, top_p=0.7), [1.0, 0.0, 0.0, 0.0], True, oracle_atol=1e-6),
+        c("temperature_before_min_p",
+          "T = 0.5 before min-p = 0.2: the floor 0.2 * 0.73 drops ids 2 and 3 (on the "
+          "untempered law the floor 0.1 would keep all four)", d,
+          config(temperature=0.5, min_p=0.2), [0.8, 0.2, 0.0, 0.0], False),
+        c("top_p_sorts_by_probability",
+          "the most likely id is the last: top-p = 0.5 accumulates in descending probability, "
+          "so id 3 alone reaches it (accumulated in id order, every id would be kept)",
+          [d[3], d[2], d[1], d[0]], config(top_p=0.5), [0.0, 0.0, 0.0, 1.0], True),
+        c("logit_bias_before_repetition_penalty",
+          "the bias is added before the penalty: (1 + 1) / 2 = 1 for id 0, not 1 / 2 + 1",
+          [1.0, 0.0], config(logit_bias={0: 1.0}, repetition_penalty=2.0),
+          softmax64([1.0, 0.0]), False, (0,)),
+        c("dry_window_counts_last_n_tokens",
+          "dry_penalty_last_n = 3 reads [1, 1, 1]: id 1 matches with L = 2 = allowed length "
+          "(a window one token shorter would give L = 1, no penalty)", [0.0] * 3,
+          config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=2, dry_penalty_last_n=3),
+          softmax64([0.0, -1.0, 0.0]), False, (0, 1, 1, 1)),
+        c("dry_cap_keeps_a_fully_penalised_row_finite",
+          "both ids match with L = 3: base 1e16 ** 2 exceeds the cap, so both lose exactly 1e30 "
+          "and the row stays uniform (uncapped, both would be -inf and the row NaN)",
+          [0.0, 0.0], config(dry_multiplier=1.0, dry_base=1e16, dry_allowed_length=1),
+          [0.5, 0.5], True, (0, 0, 0, 0, 1, 0, 0, 0)),
         c("penalties_with_empty_history", "no history: no id is seen, nothing is penalised",
           [0.0] * 4, config(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.5),
           [0.25] * 4, True),
@@ -848,6 +876,10 @@ def residual_distribution_vectors() -> list[Vector]:
         residual_vector("p_equals_q_falls_back_to_p",
                         "no residual mass: the fallback returns p itself", [0.5, 0.5], [0.5, 0.5],
                         us),
+        residual_vector("no_mass_falls_back_to_p_not_q",
+                        "p <= q everywhere yet p != q: p is a float32 distribution one rounding "
+                        "short of 1, and the fallback returns p itself, not q",
+                        [0.5, 0.49999997], [0.5, 0.5], us),
         residual_vector("order_residual_divides_by_mass",
                         "float32 order: relu(p - q) / mass, one correctly rounded division per "
                         "id, bit for bit: multiplying by 1 / mass gives 5/6 one ulp too high",
@@ -1103,11 +1135,16 @@ def first_failure_length(target: list[Rational], draft: list[Rational], tokens: 
 
 
 def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], tokens: list[int],
-                 uniforms: list[list[float]]) -> Vector | None:
+                 uniforms: list[list[float]], *, keep_tie: bool = False) -> Vector | None:
+    """`keep_tie`: the case puts eta_i exactly on h_i on purpose, where h_i is exact in float32
+    (0 from an excluded prefix, or exp(log(1/4) - log(1/2)) = 1/2, the log-dyadic assumption
+    of spec/vectors/schema.md); only the draw must then be robust."""
     exact_target, exact_draft = [rational(r) for r in target], [rational(r) for r in draft]
     oracle = JointOracle(exact_target, exact_draft, tokens)
     exact_uniforms = [[Fraction(u) for u in row] for row in uniforms]
     num, nxt, robust = oracle.decide(exact_uniforms)
+    if keep_tie:
+        robust = draw_is_robust(oracle.rows[num], exact_uniforms[num][1])
     if not robust:
         return None
     verdict = verify_drafts_jointly(arr(target), arr(draft), mx.array(tokens), arr(uniforms))
@@ -1157,6 +1194,16 @@ def verify_drafts_jointly_vectors() -> list[Vector]:
                      [[0.25, 0.75, 0.0], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]],
                      [[0.5, 0.5, 0.0], [0.0, 0.25, 0.75]], [0, 2],
                      [[0.25, 0.0], [0.5, 0.75], [0.0, 0.0]]),
+    ]
+    hand += [
+        joint_vector("keep_test_inclusive_at_a_tie",
+                     "eta_1 = h_1 = 1/2 exactly: the keep test is <=, so the draft is kept and "
+                     "the bonus comes from p_2 (with <, the residual would give id 1)",
+                     [skew, [1.0, 0.0]], [half], [0], [[0.5, 0.0], [0.0, 0.0]], keep_tie=True),
+        joint_vector("excluded_prefix_not_kept_at_eta_zero",
+                     "p_1(X_1) = 0 gives h_1 = 0: eta_1 = 0 <= 0, yet the h_1 > 0 guard keeps "
+                     "nothing and the residual emits id 1", [[0.0, 1.0], [1.0, 0.0]], [half],
+                     [0], [[0.0, 0.0], [0.0, 0.0]], keep_tie=True),
     ]
     hand_kept = [v for v in hand if v is not None]
     if len(hand_kept) != len(hand):
@@ -1922,14 +1969,28 @@ def acceptance_rule_vectors() -> list[Vector]:
         ("switch_off_without_q", "stochastic disabled and no q: sampler-match", tempered, False,
          False, AcceptanceRule.SAMPLER_MATCH),
     ]
+    cases.append(("switch_default_is_enabled",
+                  "stochastic = null: the switch's default, enabled (this library reads it from "
+                  f"{STOCHASTIC_ACCEPT_ENV}, which a replay leaves unset)", tempered, True, None,
+                  AcceptanceRule.STOCHASTIC))
     out = []
-    for name, note, cfg, has_q, stochastic, want in cases:
-        got = acceptance_rule(cfg, drafter_has_distribution=has_q, stochastic=stochastic)
-        check_equal(name, got, want)
-        out.append(vector(name, note, {"target_config": encode_config(cfg),
-                                       "drafter_has_distribution": has_q,
-                                       "stochastic": stochastic}, {"rule": got.value}, 0.0))
+    saved = os.environ.pop(STOCHASTIC_ACCEPT_ENV, None)
+    try:
+        for name, note, cfg, has_q, stochastic, want in cases:
+            out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want))
+    finally:
+        if saved is not None:
+            os.environ[STOCHASTIC_ACCEPT_ENV] = saved
     return out
+
+
+def acceptance_rule_vector(name: str, note: str, cfg: SamplerConfig, has_q: bool,
+                           stochastic: bool | None, want: AcceptanceRule) -> Vector:
+    got = acceptance_rule(cfg, drafter_has_distribution=has_q, stochastic=stochastic)
+    check_equal(name, got, want)
+    return vector(name, note, {"target_config": encode_config(cfg),
+                               "drafter_has_distribution": has_q, "stochastic": stochastic},
+                  {"rule": got.value}, 0.0)
 
 
 DOUBLE_ATOL = 1e-12

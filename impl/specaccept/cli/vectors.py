@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import queue
 import shlex
 import subprocess
@@ -24,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from specaccept.core.acceptance import STOCHASTIC_ACCEPT_ENV
 
 __all__ = ["FileReport", "add_parser", "answer_mismatch", "check_port", "default_vectors_dir"]
 
@@ -142,6 +145,11 @@ def answer_mismatch(vector: dict[str, Any], answer: object) -> str | None:
     return value_mismatch("output", answer["output"], vector["expected"], float(vector["atol"]))
 
 
+def port_environment() -> dict[str, str]:
+    """This environment without the stochastic switch, whose default a vector asks for."""
+    return {name: value for name, value in os.environ.items() if name != STOCHASTIC_ACCEPT_ENV}
+
+
 class Port:
     """The port's process: one request line out, one answer line back."""
 
@@ -152,7 +160,7 @@ class Port:
         try:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                encoding="utf-8",
+                encoding="utf-8", env=port_environment(),
             )
         except OSError as error:
             raise ValueError(f"--port {command!r} does not start: {error}") from error
