@@ -650,21 +650,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "(_SLOTS * position + slot)",
         "(position + slot)",
         "(position, slot) hashed as position + slot: neighbouring positions reuse uniforms",
-        vectors=False,
     ),
     mutant(
         "uniform-half-range", RANDOMNESS,
         "return (word >> 40) / float(1 << 24)",
         "return (word >> 41) / float(1 << 24)",
         "23 random bits over a 24-bit denominator: every uniform lies in [0, 0.5)",
-        vectors=False,
     ),
     mutant(
         "draft-reads-accept-slot", RANDOMNESS,
         "DRAFT = 2",
         "DRAFT = 0",
         "the drafter's draw reuses the accept test's uniform: accept and draft correlate",
-        vectors=False,
     ),
     # --- validation --------------------------------------------------------------------
     mutant(

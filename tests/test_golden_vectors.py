@@ -55,6 +55,7 @@ from specaccept import (
     verify_draft_token,
     verify_drafts_jointly,
 )
+from specaccept.core import randomness
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
@@ -76,6 +77,7 @@ FAMILIES = (
     "expected_tokens_per_round",
     "expected_speedup",
     "grid_draw_counts",
+    "position_uniform",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -428,6 +430,18 @@ def replay_grid_draw_counts(
     return same("counts", counts.tolist(), expected["counts"])
 
 
+SLOTS = {"accept": randomness.ACCEPT, "sample": randomness.SAMPLE, "draft": randomness.DRAFT}
+
+
+def replay_position_uniform(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    slot = inputs["slot"]
+    u = randomness.position_uniform(value_arg(inputs["seed"]), value_arg(inputs["position"]),
+                                    SLOTS[slot] if isinstance(slot, str) else value_arg(slot))
+    return close("u", u, expected["u"], atol)
+
+
 REPLAYERS: dict[str, Replayer] = {
     "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
@@ -443,6 +457,7 @@ REPLAYERS: dict[str, Replayer] = {
     "expected_tokens_per_round": replay_expected_tokens_per_round,
     "expected_speedup": replay_expected_speedup,
     "grid_draw_counts": replay_grid_draw_counts,
+    "position_uniform": replay_position_uniform,
 }
 
 

@@ -206,6 +206,11 @@ def grid_draw_counts(i: dict[str, Any]) -> dict[str, Any]:
     return {"counts": plain(sp.grid_draw_counts(floats(i["probs"])))}
 
 
+def position_uniform(i: dict[str, Any]) -> dict[str, Any]:
+    slot = sp.SLOTS.get(i["slot"], i["slot"]) if isinstance(i["slot"], str) else i["slot"]
+    return {"u": sp.position_uniform(value(i["seed"]), value(i["position"]), slot)}
+
+
 HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sampler_config": sampler_config,
     "effective_token_distribution": effective_token_distribution,
@@ -221,6 +226,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "expected_tokens_per_round": expected_tokens_per_round,
     "expected_speedup": expected_speedup,
     "grid_draw_counts": grid_draw_counts,
+    "position_uniform": position_uniform,
 }
 
 

@@ -674,3 +674,30 @@ def grid_draw_counts(probs: object) -> Array:
     last_positive = vocab_size - 1 - int(np.argmax(positive[::-1]))
     counts[last_positive] += UNIFORM_GRID_SIZE - below_count[-1]
     return np.asarray(counts, dtype=np.int32)
+
+
+# --- a seeded run's uniforms (docs/porting.md, "The exact randomness derivation") ----------
+
+MASK64 = (1 << 64) - 1
+SLOTS = {"accept": 0, "sample": 1, "draft": 2}
+
+
+def splitmix64(x: int) -> int:
+    z = (x + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def position_uniform(seed: object, position: object, slot: object) -> float:
+    seed_int = integer("seed", seed)
+    position_int = integer("position", position)
+    slot_int = integer("slot", slot)
+    if not 0 <= seed_int <= MASK64:
+        raise ArgumentValueError("seed", "seed must lie in [0, 2**64)")
+    if position_int < 0:
+        raise ArgumentValueError("position", "position must be >= 0")
+    if not 0 <= slot_int < 4:
+        raise ArgumentValueError("slot", "slot must lie in [0, 4)")
+    word = splitmix64(splitmix64(seed_int) ^ ((4 * position_int + slot_int) & MASK64))
+    return (word >> 40) / float(1 << 24)

@@ -61,6 +61,7 @@ from specaccept import (
     verify_draft_token,
     verify_drafts_jointly,
 )
+from specaccept.core import randomness
 
 Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | None"
 Vector: TypeAlias = "dict[str, Json]"
@@ -1395,6 +1396,38 @@ def grid_draw_counts_vectors() -> list[Vector]:
     return out
 
 
+# --- position_uniform: a seeded run's uniforms (not part of the acceptance contract) ------
+
+SLOT_NAMES = {"accept": randomness.ACCEPT, "sample": randomness.SAMPLE, "draft": randomness.DRAFT}
+"""Slots by name: the name fixes the role, the library's constant its number."""
+
+
+def oracle_splitmix64(x: int) -> int:
+    """SplitMix64 as written in docs/porting.md, in plain integers."""
+    mask = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def position_uniform_vectors() -> list[Vector]:
+    hand_slots = {"accept": 0, "sample": 1, "draft": 2}  # docs/porting.md's table, by hand
+    cases = [(1234, n, s) for n in (0, 1) for s in ("accept", "sample", "draft")]
+    cases += [(0, 0, "sample"), ((1 << 64) - 1, 7, "draft"), (42, 1_000_000, "accept"),
+              (2**63, 3, "sample")]
+    out = []
+    for seed, position, slot in cases:
+        got = randomness.position_uniform(seed, position, SLOT_NAMES[slot])
+        word = oracle_splitmix64(oracle_splitmix64(seed) ^ ((4 * position + hand_slots[slot])
+                                                            & ((1 << 64) - 1)))
+        check_equal(f"position_uniform({seed}, {position}, {slot})", got, (word >> 40) / 2**24)
+        out.append(vector(f"seed_{seed}_position_{position}_{slot}",
+                          "the uniform of a seeded run: top 24 bits of SplitMix64 twice",
+                          {"seed": seed, "position": position, "slot": slot}, {"u": got}, 0.0))
+    return out
+
+
 # --- error vectors ------------------------------------------------------------------------
 #
 # An error vector gives inputs that the reference rejects from their types, shapes, dtypes,
@@ -1536,6 +1569,10 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
                         stochastic=decode_value(inputs["stochastic"]))
     elif family == "grid_draw_counts":
         grid_draw_counts(decode_array(inputs["probs"], f32_))
+    elif family == "position_uniform":
+        slot = inputs["slot"]
+        randomness.position_uniform(decode_value(inputs["seed"]), decode_value(inputs["position"]),
+                                    SLOT_NAMES.get(slot, slot) if isinstance(slot, str) else slot)
     elif family == "expected_tokens_per_round":
         expected_tokens_per_round(decode_sequence(inputs["alphas"]))
     elif family == "expected_speedup":
@@ -1592,6 +1629,7 @@ def base_inputs(family: str) -> dict[str, Json]:
         "expected_tokens_per_round": {"alphas": [0.5]},
         "expected_speedup": {"alpha": 0.5, "k": 2, "c": 0.25, "verify_cost": 1.0},
         "grid_draw_counts": {"probs": [0.5, 0.5]},
+        "position_uniform": {"seed": 1234, "position": 0, "slot": "sample"},
     }
     return copy.deepcopy(bases[family])
 
@@ -1859,6 +1897,14 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("alpha_nan", "each alpha is finite", {"alphas": ["nan"]}, v, "alphas"),
             ("alpha_bool", "a bool is not a probability", {"alphas": [True]}, t, "alphas"),
         ],
+        "position_uniform": [
+            ("seed_negative", "seeds lie in [0, 2**64)", {"seed": -1}, v, "seed"),
+            ("seed_beyond_64_bits", "seeds lie in [0, 2**64)", {"seed": 2**64}, v, "seed"),
+            ("seed_float", "an integer argument", {"seed": 1.0}, t, "seed"),
+            ("position_negative", "positions are >= 0", {"position": -1}, v, "position"),
+            ("position_bool", "a bool is not a position", {"position": True}, t, "position"),
+            ("slot_out_of_range", "slots lie in [0, 4)", {"slot": 4}, v, "slot"),
+        ],
         "grid_draw_counts": [
             ("probs_not_an_array", "a number is not probs", {"probs": 0.5}, t, "probs"),
             ("probs_rows", "one [V] law at a time", {"probs": [[0.5, 0.5]]}, v, "probs"),
@@ -2108,6 +2154,11 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
     "expected_speedup": (
         ["expected_speedup"], "alpha, k, c, verify_cost -> speedup (float64)",
         expected_speedup_vectors,
+    ),
+    "position_uniform": (
+        ["core.randomness.position_uniform"],
+        "seed, position, slot name -> the run's uniform (not part of the acceptance contract)",
+        position_uniform_vectors,
     ),
     "grid_draw_counts": (
         ["grid_draw_counts"], "probs -> counts of the 2**24 grid uniforms drawing each id",
