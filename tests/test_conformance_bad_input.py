@@ -19,6 +19,7 @@ from specaccept.shell.conformance import (
     encode_rows,
     read_trace,
 )
+from specaccept.shell.conformance.trace import _row_block
 
 VOCAB = 4
 P = [[0.5, 0.25, 0.125, 0.125]] * 3
@@ -66,6 +67,9 @@ def _edit(line: str, change: Any) -> str:
         (1, lambda r: r.update(target_sampler={"temp": 1.0}), "target_sampler.temp",
          "not a SamplerConfig field"),
         (2, lambda r: r.update(cache={"target_before": "x"}), "cache.target_before", "int"),
+        (3, lambda r: r.update(accepted=1), "accepted", "not a round field"),
+        (2, lambda r: r.update(target={"probs_b64": "AAAA", "rows": 1, "dtype": "float16"}),
+         "target.dtype", "must be float32"),
     ],
 )
 def test_a_malformed_record_names_its_line_and_field(
@@ -77,6 +81,42 @@ def test_a_malformed_record_names_its_line_and_field(
         read_trace(_write(tmp_path, lines))
     assert raised.value.line == line and raised.value.field == field, str(raised.value)
     assert f"trace line {line}" in str(raised.value) and words in str(raised.value)
+
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[1] / "spec" / "trace_format.schema.json").read_text()
+)
+
+
+def test_the_json_schema_accepts_what_the_writer_writes() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    rows = np.array(P, dtype=np.float32)
+    lines = _valid_lines(2)
+    lines.append(json.dumps({
+        "round": 2, "position": 4, "rule": "stochastic", "draft_tokens": [0, 1],
+        "emitted": [0, 0], "target": encode_rows(rows, kind="logits", encoding="b64",
+                                                  dtype="bfloat16"),
+        "draft": encode_rows(np.array(Q, dtype=np.float32), encoding="sparse"),
+        "uniforms": [[0.0, 0.5]] * 3, "stopped": True,
+        "cache": {"target_before": 5, "draft_before": 5, "draft_fed": 1},
+    }))
+    for line in lines:
+        validator.validate(json.loads(line))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lambda r: r.update(accepted=1), lambda r: r.pop("emitted"),
+     lambda r: r.update(target={"probs_b64": "AAAA", "rows": 1, "dtype": "float16"}),
+     lambda r: r.update(uniforms=[[0.5, 1.0]] * 3),
+     lambda r: r.update(cache={"draft_before": 1})],
+)
+def test_the_json_schema_rejects_what_the_reader_rejects(change: Any) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    line = _edit(_valid_lines(1)[1], change)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(line), SCHEMA)
 
 
 def test_bad_json_in_the_middle_is_an_error_not_a_truncation(tmp_path: Path) -> None:
@@ -100,13 +140,20 @@ def test_a_truncated_trace_keeps_its_valid_prefix(tmp_path: Path) -> None:
 def test_the_encodings_decode_to_the_same_rows(tmp_path: Path) -> None:
     rows = np.array(P, dtype=np.float32)
     for block in (encode_rows(rows), encode_rows(rows, encoding="b64"),
-                  encode_rows(rows, encoding="b64", dtype="float16"),
-                  encode_rows(rows, encoding="b64", dtype="bfloat16"),
                   encode_rows(rows, encoding="sparse")):
         lines = _valid_lines(1)
         lines[1] = _edit(lines[1], lambda r, b=block: r.update(target=b))
         trace = read_trace(_write(tmp_path, lines))
         assert np.array_equal(trace.rounds[0].target_rows, rows), block
+    logits = np.log(rows)
+    for dtype, cast in (("float16", np.float16), ("bfloat16", None)):
+        kind, decoded = _row_block(encode_rows(logits, kind="logits", encoding="b64",
+                                               dtype=dtype), VOCAB, 2, "target")
+        assert kind == "logits"
+        if cast is not None:
+            assert np.array_equal(decoded, logits.astype(cast).astype(np.float32))
+        else:  # bfloat16 keeps float32's exponent and 8 bits of mantissa
+            assert np.allclose(decoded, logits, rtol=2**-8) and not np.array_equal(decoded, 0)
 
 
 def test_logit_rows_are_rebuilt_with_the_spec_sampler(tmp_path: Path) -> None:

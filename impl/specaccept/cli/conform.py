@@ -19,7 +19,10 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    blas_in_use,
     encode_prompt,
+    mlx_version,
+    print_invocation,
     sampler_config,
 )
 
@@ -48,6 +51,8 @@ def add_parser(commands: Any) -> None:
     conform.add_argument("--alpha", type=_alpha, default=1e-4,
                          help="false-alarm probability of each statistical check")
     conform.add_argument("--json", action="store_true", help="print the report as JSON")
+    conform.add_argument("--markdown", action="store_true",
+                         help="print the report as a Markdown result (opens with the command)")
     record = conform.add_argument_group(
         "recording (optional): run an engine first and write its trace to TRACE"
     )
@@ -56,15 +61,21 @@ def add_parser(commands: Any) -> None:
     record.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
     record.add_argument("--rule", choices=("auto", "stochastic", "sampler-match"),
                         default="auto", help="specaccept's rule (mlx-lm has only sampler-match)")
+    record.add_argument("--time", action="store_true",
+                        help="also run the engine untraced first, and report both run times "
+                        "beside the time to read and check the trace")
     add_model_arguments(conform)
     add_run_arguments(conform, tokens=200)
     add_sampler_arguments(conform)
     conform.set_defaults(handler=run)
 
 
-def _record(args: argparse.Namespace) -> None:
+def _record(args: argparse.Namespace) -> dict[str, float]:
+    """Run the engine traced (and untraced first with --time); the run times in seconds."""
+    import io
+
     from specaccept.shell.conformance import trace_generator
-    from specaccept.shell.conformance.mlx_lm_adapter import trace_mlx_lm
+    from specaccept.shell.conformance.mlx_lm_adapter import run_mlx_lm, trace_mlx_lm
     from specaccept.shell.generator import SpeculativeGenerator
     from specaccept.shell.loading import load_pair
 
@@ -72,49 +83,80 @@ def _record(args: argparse.Namespace) -> None:
     pair = load_pair(args.model, args.draft_model)
     assert pair.drafter is not None
     prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
+    if args.record == "mlx-lm" and config != type(config)(
+        temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
+        min_p=config.min_p,
+    ):
+        raise ValueError("--record mlx-lm takes --temp, --top-k, --top-p and --min-p only: "
+                         "mlx-lm's penalties are logits processors it applies differently")
+    mlx_options = {"temperature": config.temperature,
+                   "top_p": config.top_p if config.top_p < 1 else 0.0,
+                   "min_p": config.min_p, "top_k": config.top_k,
+                   "num_draft_tokens": args.num_draft_tokens, "seed": args.seed}
+    generator = SpeculativeGenerator(
+        pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens, rule=args.rule,
+    )
+    times: dict[str, float] = {}
+    if args.time:
+        start = time.perf_counter()
+        if args.record == "mlx-lm":
+            run_mlx_lm(pair.target, pair.drafter, prompt, args.max_tokens, **mlx_options)
+        else:
+            for _ in generator.generate(prompt, args.max_tokens, seed=args.seed):
+                pass
+        times["untraced run"] = time.perf_counter() - start
+    buffer = io.StringIO()
     start = time.perf_counter()
+    if args.record == "mlx-lm":
+        tokens = trace_mlx_lm(pair.target, pair.drafter, prompt, args.max_tokens, buffer,
+                              **mlx_options)
+    else:
+        tokens = trace_generator(generator, prompt, args.max_tokens, buffer, seed=args.seed)
+    times["traced run"] = time.perf_counter() - start
     try:
-        stream = open(args.trace, "w", encoding="utf-8")  # noqa: SIM115
+        with open(args.trace, "w", encoding="utf-8") as stream:
+            stream.write(buffer.getvalue())
     except OSError as error:
         raise ValueError(f"cannot write the trace {args.trace!r}: {error.strerror}") from None
-    with stream:
-        if args.record == "mlx-lm":
-            if config != type(config)(temperature=config.temperature, top_k=config.top_k,
-                                      top_p=config.top_p, min_p=config.min_p):
-                raise ValueError("--record mlx-lm takes --temp, --top-k, --top-p and --min-p "
-                                 "only: mlx-lm's penalties are logits processors it applies "
-                                 "differently")
-            tokens = trace_mlx_lm(
-                pair.target, pair.drafter, prompt, args.max_tokens, stream,
-                temperature=config.temperature, top_p=config.top_p if config.top_p < 1 else 0.0,
-                min_p=config.min_p, top_k=config.top_k,
-                num_draft_tokens=args.num_draft_tokens, seed=args.seed,
-            )
-        else:
-            generator = SpeculativeGenerator(
-                pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
-                rule=args.rule,
-            )
-            tokens = trace_generator(generator, prompt, args.max_tokens, stream, seed=args.seed)
-    print(f"recorded {args.record}: {len(tokens)} tokens in {time.perf_counter() - start:.2f} s "
-          f"-> {args.trace}", file=sys.stderr)
+    print(f"recorded {args.record}: {len(tokens)} tokens -> {args.trace}", file=sys.stderr)
+    return times
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the trace (recording it first with --record); print the report."""
     from specaccept.shell.conformance import check_trace, read_trace
 
-    if args.record:
-        _record(args)
+    if args.time and not args.record:
+        raise ValueError("--time needs --record: it times the engine's run")
+    times = _record(args) if args.record else {}
+    start = time.perf_counter()
     try:
         trace = read_trace(args.trace)
     except OSError as error:
         raise ValueError(f"cannot read the trace {args.trace!r}: {error.strerror}") from None
     report = check_trace(trace, alpha=args.alpha)
+    if times:
+        times["read and check"] = time.perf_counter() - start
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        result = report.to_json()
+        result["times_s"] = times
+        print(json.dumps(result, indent=2))
     else:
+        if args.markdown:
+            import mlx.core as mx
+
+            print_invocation(args)
+            print(f"Device {mx.default_device()}, mlx {mlx_version()}, BLAS: {blas_in_use()}.\n")
+            print("```text")
         print(report.to_text())
+        for name, seconds in times.items():
+            print(f"time: {name} {seconds:.2f} s")
+        if "untraced run" in times:
+            extra = times["traced run"] - times["untraced run"] + times["read and check"]
+            print(f"time: tracing overhead + read and check = {extra:.2f} s = "
+                  f"{extra / times['untraced run']:.2f}x the untraced run")
+        if args.markdown:
+            print("```")
     if trace.truncated:
         print(f"specaccept: warning: the trace is truncated: {trace.truncated}", file=sys.stderr)
     return 0 if report.passed else 1

@@ -24,7 +24,7 @@ import numpy as np
 from specaccept.core.sampling import SamplerConfig
 from specaccept.shell.conformance.trace import TraceWriter, encode_rows
 
-__all__ = ["MLX_LM_RULE", "trace_mlx_lm"]
+__all__ = ["MLX_LM_RULE", "run_mlx_lm", "trace_mlx_lm"]
 
 MLX_LM_RULE = "sampler-match"
 """The rule mlx-lm implements: draw from the target's sampler, keep the draft iff equal."""
@@ -159,6 +159,24 @@ def trace_mlx_lm(
         flush(len(recorder.rounds) - (recorder.rounds[-1].after is None))
     flush(len(recorder.rounds))
     return generated
+
+
+def run_mlx_lm(
+    target: Any, drafter: Any, prompt: list[int], max_tokens: int, *, temperature: float,
+    top_p: float = 0.0, min_p: float = 0.0, top_k: int = 0, num_draft_tokens: int = 4,
+    seed: int = 0,
+) -> list[int]:
+    """The run `trace_mlx_lm` makes, untraced: the baseline its cost is measured against."""
+    from mlx_lm.generate import speculative_generate_step
+    from mlx_lm.sample_utils import make_sampler
+
+    mx.random.seed(seed)
+    sampler = make_sampler(temperature, top_p=top_p, min_p=min_p, top_k=top_k)
+    steps = speculative_generate_step(
+        mx.array(prompt, dtype=mx.uint32), target, drafter, num_draft_tokens=num_draft_tokens,
+        max_tokens=max_tokens, sampler=sampler,
+    )
+    return [int(token) for token, _, _ in steps]
 
 
 def _write(writer: TraceWriter, round_: _Round, *, stopped: bool) -> None:

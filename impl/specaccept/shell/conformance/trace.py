@@ -36,6 +36,7 @@ __all__ = [
     "read_trace",
     "sampler_from_json",
     "sampler_to_json",
+    "trace_size",
 ]
 
 TRACE_FORMAT = "specaccept-trace"
@@ -45,6 +46,10 @@ PROBABILITY_SUM_TOLERANCE = 1e-3
 
 _ROW_KEYS = ("probs", "logits", "probs_b64", "logits_b64", "sparse_probs")
 _DTYPES = ("float32", "float16", "bfloat16")
+_ROUND_KEYS = frozenset({
+    "round", "position", "rule", "draft_tokens", "emitted", "target", "draft", "num_accepted",
+    "uniforms", "cache", "stopped",
+})
 _CACHE_KEYS = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
 
 
@@ -280,6 +285,12 @@ def _row_block(value: object, vocab: int, line: int, name: str) -> tuple[str, np
         count = value.get("rows")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TraceError(line, f"{name}.rows", f"must be an int >= 1, got {count!r}")
+        if key == "probs_b64" and dtype != "float32":
+            raise TraceError(
+                line, f"{name}.dtype", f"probabilities must be float32, got {dtype}: a "
+                "half-precision probability below ~6e-8 reads as 0, and the support check "
+                "has zero tolerance (store half-precision logits instead)",
+            )
         rows = _decode_b64(value[key], dtype, count, vocab, line, where)
     kind = "logits" if key.startswith("logits") else "probs"
     if kind == "probs":
@@ -396,6 +407,9 @@ class _Reader:
     def round(self, record: object, line: int) -> Round:
         if not isinstance(record, dict):
             raise TraceError(line, "record", f"must be a JSON object, got {type(record).__name__}")
+        unknown = sorted(set(record) - _ROUND_KEYS)
+        if unknown:
+            raise TraceError(line, unknown[0], f"is not a round field ({sorted(_ROUND_KEYS)})")
         index = len(self.trace.rounds)
         if _int(record, "round", line) != index:
             raise TraceError(
@@ -618,3 +632,30 @@ class TraceWriter:
         self._write(record)
         self.rounds += 1
         self.position += len(emitted)
+
+
+def trace_size(
+    vocab_size: int, *, rounds: int = 1000, draft_tokens: int = 4, kind: str = "probs",
+    encoding: str = "json", dtype: str = "float32", nonzero: int | None = None,
+    rows_per_round: float | None = None,
+) -> int:
+    """Bytes of a trace of `rounds` rounds, by encoding one synthetic round and scaling.
+
+    The synthetic rows are a softmax of seeded normal logits (scale 3), so JSON numbers
+    have the length real probabilities have; `nonzero` keeps only that many tokens
+    per row (a top-k sampler's p), which is what the sparse encoding relies on.
+    `rows_per_round` overrides the default 2k + 1 rows (the k + 1 target rows and k
+    draft rows), e.g. to count only the rows that decided a token.
+    """
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 3.0, size=vocab_size).astype(np.float32)
+    if nonzero is not None:
+        logits[np.argsort(logits)[:-nonzero]] = -np.inf
+    probs = np.exp(logits - logits.max())
+    probs = (probs / probs.sum()).astype(np.float32)
+    row = logits if kind == "logits" else probs
+    block = encode_rows(row[None], kind=kind, encoding=encoding, dtype=dtype)
+    row_bytes = len(json.dumps(block, separators=(",", ":")))
+    rows = 2 * draft_tokens + 1 if rows_per_round is None else rows_per_round
+    framing = 200  # the record's other fields: ids, emitted, offsets
+    return int(rounds * (rows * row_bytes + framing))
