@@ -32,6 +32,7 @@ from specaccept import (
     sample_from_distribution,
     verify_block,
 )
+from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
 from specaccept.shell.conformance import TraceWriter, encode_rows
 
@@ -82,6 +83,14 @@ def _decide(
     uniforms: np.ndarray,
 ) -> tuple[int, int]:
     """(accepted, next token) under the engine's rule with its bug."""
+    if rule is AcceptanceRule.BLOCK and bug is None:
+        joint = verify_drafts_jointly(mx.array(p.astype(np.float32)),
+                                      mx.array(q.astype(np.float32)), mx.array(drafts),
+                                      mx.array(uniforms))
+        return int(np.array(joint.num_accepted)), int(np.array(joint.next_token))
+    if bug == "token-level-under-block":  # claims block, decides token by token
+        rule = AcceptanceRule.STOCHASTIC
+        bug = None
     if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
                               "raw-logits-q"):
         verdict = verify_block(rule, mx.array(p.astype(np.float32)),
@@ -212,6 +221,9 @@ def _main() -> None:
         os.unlink(handle.name)
         return report
 
+    print("Produced by:\n\n```sh\npython tests/broken_engines.py\n```\n")
+    print(f"Device {mx.default_device()}, seed 0, prompt {PROMPT!r}, k = 4, the embedded pair; "
+          "each broken engine traced without its uniforms, so replay does not run.\n")
     print("| bug | rule | sampler | rounds | checks that fail (alpha = 1e-4 each) | "
           "power of a correct trace of as many rounds |")
     print("|---|---|---|---|---|---|")

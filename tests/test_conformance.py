@@ -101,6 +101,23 @@ def test_replay_names_the_first_divergence_in_the_spec_terms(
     assert diagnosis in replay.detail and "round " in replay.detail, replay.detail
 
 
+def test_block_verification_is_checked_against_its_own_closed_form(
+    pair: Any, tmp_path: Path
+) -> None:
+    block = AcceptanceRule.BLOCK
+    report = _check(run_engine(None, 40, pair=pair, rule=block, record_uniforms=True), tmp_path)
+    assert _verdicts(report) == dict.fromkeys(
+        ("replay", "support", "acceptance", "law", "rewind"), "pass"
+    ), report.to_text()
+    acceptance = next(c for c in report.checks if c.name == "acceptance")
+    assert "block rounds kept" in acceptance.statistic
+    # An engine that claims block but decides token by token is lossless, yet not block.
+    wrong = EngineCase("token-level-under-block", block, SamplerConfig(), 40, ("replay",))
+    report = _check(run_engine(wrong, 40, pair=pair, record_uniforms=True), tmp_path)
+    replay = next(c for c in report.checks if c.name == "replay")
+    assert replay.verdict == "fail" and "longest passing prefix" in replay.detail, replay.detail
+
+
 def test_the_mlx_lm_adapter_leaves_mlx_lm_unchanged(pair: Any, tmp_path: Path) -> None:
     import mlx.core as mx
     from mlx_lm.generate import speculative_generate_step

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from specaccept.core.acceptance import AcceptanceRule, verify_draft_token
+from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.shell.conformance.bugs import (
     BUG_CLASSES,
@@ -159,6 +160,41 @@ def _rule(round_: Round) -> AcceptanceRule | None:
     return round_.rule if isinstance(round_.rule, AcceptanceRule) else None
 
 
+def _token_rule(round_: Round) -> AcceptanceRule | None:
+    """The rule when it decides position by position (every rule but block)."""
+    rule = _rule(round_)
+    return None if rule is None or rule.verifies_jointly else rule
+
+
+def _full_block_round(round_: Round) -> bool:
+    """A block round with every row the joint decision reads, not cut short."""
+    return (_rule(round_) is AcceptanceRule.BLOCK and not round_.stopped and round_.k >= 1
+            and round_.target_rows.shape[0] == round_.k + 1
+            and round_.draft_rows is not None and round_.draft_rows.shape[0] == round_.k)
+
+
+def _joint(round_: Round, uniforms: np.ndarray | None = None) -> Any:
+    """`verify_drafts_jointly` on a full block round (zero uniforms when none recorded)."""
+    assert round_.draft_rows is not None
+    u = uniforms if uniforms is not None else np.zeros((round_.k + 1, 2), dtype=np.float32)
+    return verify_drafts_jointly(
+        mx.array(round_.target_rows), mx.array(round_.draft_rows),
+        mx.array(round_.draft_tokens), mx.array(u),
+    )
+
+
+def _prefix_weight(round_: Round, kept: int) -> float:
+    """w_kept of block verification: min(1, w * p_i(X_i) / q_i(X_i)) along the kept drafts."""
+    assert round_.draft_rows is not None
+    weight = 1.0
+    for i in range(kept):
+        token = round_.draft_tokens[i]
+        p_i, q_i = float(round_.target_rows[i, token]), float(round_.draft_rows[i, token])
+        weight = 0.0 if p_i <= 0 or weight == 0 else (1.0 if q_i <= 0 else
+                                                       min(1.0, weight * p_i / q_i))
+    return weight
+
+
 def _blind_rows(trace: Trace, round_: Round, history: list[int]) -> np.ndarray | None:
     """Row i computed with the history as it stood before the round, drafts left out."""
     config = trace.target_sampler
@@ -291,6 +327,29 @@ def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
     return len(round_.emitted), divergences, first
 
 
+def _replay_block_round(round_: Round) -> tuple[int, int, str]:
+    """Block verification: the kept length and the token after it, against the spec's."""
+    assert round_.uniforms is not None
+    verdict = _joint(round_, round_.uniforms)
+    kept, token = _scalar(verdict.num_accepted), _scalar(verdict.next_token)
+    engine_token = round_.emitted[round_.num_accepted]
+    if kept == round_.num_accepted and token == engine_token:
+        return 1, 0, ""
+    where = f"round {round_.index} (line {round_.line})"
+    law = np.array(verdict.accepted_length_law).tolist()
+    if kept != round_.num_accepted:
+        return 1, 1, (f"{where}: block verification keeps the longest passing prefix, "
+                      f"tau = {kept} (P(tau = i | drafts) = {[round(x, 4) for x in law]}); "
+                      f"the engine kept {round_.num_accepted}")
+    p = round_.target_rows[kept]
+    detail = "the bonus draw from row k" if kept == round_.k else (
+        f"the draw from the weighted residual max(w_tau p - q, 0) with w_tau = "
+        f"{_prefix_weight(round_, kept):.6g}")
+    zero = "; it has p = 0" if p[engine_token] <= 0 else ""
+    return 1, 1, (f"{where}: after tau = {kept} the engine emitted {engine_token}, {detail} "
+                  f"is {token}{zero}")
+
+
 def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
     """Every decision equals the spec's on the recorded uniforms; zero tolerance."""
     name, threshold = "replay", "0 divergent decisions"
@@ -300,7 +359,18 @@ def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
     compared, divergent, first, skipped = 0, 0, "", 0
     for round_ in rounds:
         rule = _rule(round_)
-        if rule is None or (rule.needs_proposal_distribution and round_.draft_rows is None):
+        if rule is AcceptanceRule.BLOCK:
+            if not _full_block_round(round_):
+                skipped += 1
+                continue
+            n, bad, diagnosis = _replay_block_round(round_)
+            compared += n
+            divergent += bad
+            first = first or diagnosis
+            continue
+        tested = min(len(round_.emitted), round_.k)
+        if rule is None or (rule.needs_proposal_distribution and tested and (
+                round_.draft_rows is None or round_.draft_rows.shape[0] < tested)):
             skipped += 1
             continue
         n, bad, diagnosis = _replay_round(rule, round_)
@@ -328,10 +398,15 @@ def _support_violation(position: _Position) -> str:
     if p[token] <= 0:
         return f"{where}: emitted token {token} has p = 0"
     rule = _rule(position.round)
-    if (position.tested and not position.accepted and rule is AcceptanceRule.STOCHASTIC
+    if (position.tested and not position.accepted and rule in (AcceptanceRule.STOCHASTIC,
+                                                                AcceptanceRule.BLOCK)
             and position.q is not None):
         q = position.q
-        residual_mass = np.maximum(p.astype(np.float32) - q.astype(np.float32), 0).sum()
+        # Block verification draws from max(w p - q, 0) with w <= 1: inside {p > q} too.
+        weight = (_prefix_weight(position.round, position.offset)
+                  if rule is AcceptanceRule.BLOCK else 1.0)
+        residual_mass = np.maximum(
+            np.float32(weight) * p.astype(np.float32) - q.astype(np.float32), 0).sum()
         if residual_mass > 0 and p[token] <= q[token]:
             return (f"{where}: replacement {token} has p = {p[token]:.6g} <= q = {q[token]:.6g}: "
                     "outside the residual's support")
@@ -383,29 +458,55 @@ def _acceptance_power(
     return max(caught_certain, caught_z)
 
 
+def _block_rounds(positions: Sequence[_Position]) -> list[Round]:
+    seen: dict[int, Round] = {}
+    for pos in positions:
+        if _full_block_round(pos.round):
+            seen[pos.round.index] = pos.round
+    return list(seen.values())
+
+
 def check_acceptance(
     positions: Sequence[_Position], alpha_level: float, bug_outcomes: dict[str, list[Any]],
 ) -> CheckResult:
-    """Acceptance per tested position against the claimed rule's closed form, a martingale z."""
+    """Acceptance against the claimed rule's closed form, as one martingale z-score.
+
+    Token-level rules contribute one term per tested position, accepted minus the
+    rule's acceptance probability; block verification one term per round, the kept
+    length minus its mean under `accepted_length_law`.
+    """
     name = "acceptance"
     critical = float(stats.norm.isf(alpha_level / 2))
     ceiling_critical = float(stats.norm.isf(alpha_level))
     threshold = f"|z| <= {critical:.3f}, z_ceiling <= {ceiling_critical:.3f}"
-    tested = [pos for pos in positions if pos.tested and pos.q is not None
-              and _rule(pos.round) is not None]
-    skipped = sum(1 for pos in positions if pos.tested) - len(tested)
-    if not tested:
+    tested: list[tuple[_Position, AcceptanceRule, np.ndarray]] = []
+    for pos in positions:
+        rule = _token_rule(pos.round)
+        if pos.tested and pos.q is not None and rule is not None:
+            tested.append((pos, rule, pos.q))
+    blocks = _block_rounds(positions)
+    skipped = sum(1 for pos in positions if pos.tested) - len(tested) - sum(
+        min(len(r.emitted), r.k) for r in blocks)
+    if not tested and not blocks:
         return CheckResult(name, "not run", "n/a", threshold,
                            "no tested position has q and a rule with a closed form")
-    accepted = np.array([float(pos.accepted) for pos in tested])
-    claimed = np.array([_closed_form(_rule(pos.round), pos.p, pos.q)  # type: ignore[arg-type]
-                        for pos in tested])
-    ceiling = np.array([float(np.minimum(pos.p, pos.q).sum()) for pos in tested])  # type: ignore[arg-type]
-    z, impossible = _acceptance_z(accepted, claimed)
-    z_ceiling, beyond = _acceptance_z(accepted, ceiling)
-    above_ceiling = z_ceiling > ceiling_critical or (
-        beyond and np.any((ceiling <= 1e-12) & (accepted > 0.5))
-    )
+    accepted = np.array([float(pos.accepted) for pos, _, _ in tested])
+    claimed = np.array([_closed_form(rule, pos.p, q) for pos, rule, q in tested])
+    ceiling = np.array([float(np.minimum(pos.p, q).sum()) for pos, _, q in tested])
+    _, impossible = _acceptance_z(accepted, claimed)
+    # Block rounds: kept length against its law given the drafts.
+    kept = np.array([float(r.num_accepted) for r in blocks])
+    laws = [np.array(_joint(r).accepted_length_law, dtype=np.float64) for r in blocks]
+    means = np.array([float(np.dot(np.arange(law.size), law)) for law in laws])
+    variances = np.array([float(np.dot(np.arange(law.size) ** 2, law)) - m * m
+                          for law, m in zip(laws, means, strict=True)])
+    impossible += sum(1 for law, t in zip(laws, kept, strict=True) if law[int(t)] <= 0)
+    variance = float(np.sum(claimed * (1 - claimed)) + np.sum(np.maximum(variances, 0)))
+    drift = float(np.sum(accepted - claimed) + np.sum(kept - means))
+    z = drift / math.sqrt(variance) if variance > 0 else 0.0
+    z_ceiling, beyond = _acceptance_z(accepted, ceiling) if tested else (0.0, 0)
+    above_ceiling = bool(tested) and (z_ceiling > ceiling_critical or (
+        beyond > 0 and bool(np.any((ceiling <= 1e-12) & (accepted > 0.5)))))
     failed = abs(z) > critical or impossible > 0 or above_ceiling
     details = []
     if above_ceiling:
@@ -415,31 +516,40 @@ def check_acceptance(
             "rule accepts this often"
         )
     if impossible:
-        details.append(f"{impossible} positions decided against a certain outcome (alpha = 0 or 1)")
-    if skipped:
-        details.append(f"{skipped} tested positions without q or a known rule were left out")
+        details.append(f"{impossible} decisions against a certain outcome (probability 0 or 1)")
+    if blocks:
+        details.append(f"{len(blocks)} block-verification rounds scored by their kept length "
+                       f"(mean {kept.mean():.3f}, closed form {means.mean():.3f})")
+    if skipped > 0:
+        details.append(f"{skipped} tested positions without q, full rows or a known rule "
+                       "were left out")
     powers = []
     for bug in BUG_CLASSES:
         outcomes = bug_outcomes.get(bug.id)
         if outcomes is None:
             continue
         usable = [(pos, o) for pos, o in zip(positions, outcomes, strict=True)
-                  if pos.tested and pos.q is not None and _rule(pos.round) is not None]
+                  if pos.tested and pos.q is not None and _token_rule(pos.round) is not None]
         applicable = [(pos, o) for pos, o in usable if isinstance(o, Outcome)]
         if not applicable:
             notes = {o for _, o in usable if isinstance(o, str)}
-            powers.append(Power(bug.id, None, "; ".join(sorted(notes)) or "no tested position"))
+            powers.append(Power(bug.id, None, "; ".join(sorted(notes)) or
+                                "no token-level tested position"))
             continue
         claimed_bug = np.array([
-            _closed_form(_rule(pos.round), pos.p, o.claimed_q)  # type: ignore[arg-type]
+            _closed_form(_token_rule(pos.round) or AcceptanceRule.STOCHASTIC, pos.p,
+                         o.claimed_q)
             for pos, o in applicable])
         actual_bug = np.array([o.acceptance for _, o in applicable])
         powers.append(Power(bug.id, _acceptance_power(claimed_bug, actual_bug, critical),
                             "normal approximation"))
+    counted = f"accepted {int(accepted.sum())} of {len(tested)}, closed form {claimed.sum():.1f}"
+    if blocks:
+        counted += f"; {len(blocks)} block rounds kept {int(kept.sum())}, closed form " \
+                   f"{means.sum():.1f}"
     return CheckResult(
         name, "fail" if failed else "pass",
-        f"z = {z:.3f} (accepted {int(accepted.sum())} of {len(tested)}, closed form "
-        f"{claimed.sum():.1f}); z_ceiling = {z_ceiling:.3f}",
+        f"z = {z:.3f} ({counted}); z_ceiling = {z_ceiling:.3f}",
         threshold, "; ".join(details), powers,
     )
 
@@ -460,7 +570,9 @@ def _pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _keys(position: _Position, ordering: str) -> np.ndarray:
-    if ordering == "q/p" and position.q is not None:
+    # Under block verification a token's law is p given the emitted prefix only, not
+    # given the round's drafts, so its order may read nothing of the round: p alone.
+    if ordering == "q/p" and position.q is not None and _token_rule(position.round):
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = position.q / np.where(position.p > 0, position.p, 1)
             return np.where(position.p > 0, ratio, np.inf)
@@ -668,6 +780,10 @@ def _bug_models(
         outcomes[bug.id], bonus[bug.id] = [], []
         for pos in positions:
             rule = _rule(pos.round)
+            if rule is AcceptanceRule.BLOCK:
+                outcomes[bug.id].append("not modelled for block verification")
+                bonus[bug.id].append(None)
+                continue
             if pos.tested and pos.q is not None and rule is not None:
                 outcomes[bug.id].append(bug_outcome(
                     bug.id, rule, pos.p, pos.q, draft_sampler=trace.draft_sampler,
