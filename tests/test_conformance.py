@@ -7,6 +7,7 @@ its `EngineCase` states and must be flagged, at alpha = 1e-4, by the checks it n
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,11 @@ def test_the_generator_passes_every_check_replay_included(
     assert _verdicts(report) == dict.fromkeys(
         ("replay", "support", "acceptance", "law", "rewind"), "pass"
     ), report.to_text()
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "spec"
+                         / "trace_format.schema.json").read_text())
+    for line in stream.getvalue().splitlines():
+        jsonschema.validate(json.loads(line), schema)
 
 
 def test_the_correct_engine_passes_and_the_checks_have_power(pair: Any, tmp_path: Path) -> None:
@@ -140,3 +146,18 @@ def test_the_mlx_lm_adapter_leaves_mlx_lm_unchanged(pair: Any, tmp_path: Path) -
     report = check_trace(trace)
     verdicts = _verdicts(report)
     assert verdicts["replay"] == "not run" and verdicts["rewind"] == "pass", report.to_text()
+
+
+def test_conform_records_times_and_checks_an_engine_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specaccept.cli import main
+
+    trace = tmp_path / "generator.jsonl"
+    status = main(["conform", "--record", "specaccept", "--temp", "1.0", "-n", "40", "--time",
+                   str(trace)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert read_trace(trace).rounds
+    assert "verdict: CONFORMS" in out and "time: untraced run" in out
+    assert "x the untraced run" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from pathlib import Path
@@ -135,6 +136,26 @@ def test_a_truncated_trace_keeps_its_valid_prefix(tmp_path: Path) -> None:
     assert trace.truncated is not None and "line 5" in trace.truncated
     report = check_trace(trace)
     assert report.truncated == trace.truncated and "TRUNCATED" in report.to_text()
+
+
+def test_a_gzip_trace_cut_short_keeps_its_valid_prefix(tmp_path: Path) -> None:
+    data = gzip.compress(("\n".join(_valid_lines(40)) + "\n").encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) * 3 // 4])
+    trace = read_trace(path)
+    assert 0 < len(trace.rounds) < 40 and trace.truncated is not None
+    whole = tmp_path / "whole.jsonl.gz"
+    whole.write_bytes(data)
+    assert len(read_trace(whole).rounds) == 40 and read_trace(whole).truncated is None
+
+
+def test_a_trace_with_no_round_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="trace line 2, field 'round'"):
+        read_trace(_write(tmp_path, _valid_lines()[:1]))
+    lines = _valid_lines(1)
+    lines[1] = lines[1][:30]  # the only round, cut short
+    with pytest.raises(TraceError, match="trace line 2"):
+        read_trace(_write(tmp_path, lines))
 
 
 def test_the_encodings_decode_to_the_same_rows(tmp_path: Path) -> None:

@@ -558,7 +558,9 @@ def read_trace(path: str | Path) -> Trace:
         try:
             record = json.loads(text)
         except json.JSONDecodeError as error:
-            if last and reader is not None and (not complete or not text.strip()):
+            if last and reader is not None and reader.trace.rounds and (
+                not complete or not text.strip()
+            ):
                 reader.trace.truncated = (
                     f"line {number} is an incomplete JSON record ({error.msg}); "
                     f"the {len(reader.trace.rounds)} rounds before it were checked"
@@ -574,6 +576,8 @@ def read_trace(path: str | Path) -> Trace:
             continue
         reader.trace.rounds.append(reader.round(record, number))
     assert reader is not None
+    if not reader.trace.rounds:
+        raise TraceError(2, "round", "the trace has a header and no round: nothing to check")
     return reader.trace
 
 
