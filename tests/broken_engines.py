@@ -137,7 +137,7 @@ def run_engine(
     prompt = [int(t) for t in pair.tokenizer.encode(PROMPT)]
     vocab = int(pair.target.args.vocab_size)
     out = io.StringIO()
-    logits_rows = bug == "penalties-blind-to-drafts"
+    logits_rows = config.uses_history  # so the kit rebuilds p with the drafts in the history
     writer = TraceWriter(out, vocab_size=vocab, engine=f"broken engine: {bug or 'none'}",
                          prompt=prompt, target_sampler=config, draft_sampler=config)
     target_cache, draft_cache = make_prompt_cache(pair.target), make_prompt_cache(pair.drafter)
