@@ -20,10 +20,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
 
+import specaccept
 from specaccept.cli.options import (
     DEFAULT_PROMPT,
     add_model_arguments,
@@ -246,7 +248,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
         predicted[name] = expected_tokens_per_round([alpha[name]] * k) / (k * c + r)
     result = BenchResult(
         settings={
-            "target": str(pair.target_path), "drafter": str(pair.drafter_path),
+            "target": _model_label(pair.target_path),
+            "drafter": _model_label(pair.drafter_path),
             "random_pair": args.random_pair,
             "random_pair_shapes": (
                 RANDOM_PAIRS[args.random_pair].description if args.random_pair else None
@@ -294,6 +297,18 @@ def run_benchmark(args: argparse.Namespace) -> int:
                       handle, indent=2)
             handle.write("\n")
     return 0
+
+
+def _model_label(path: Path | None) -> str:
+    """A model's path as a result records it: the embedded pair's relative to the package,
+    so that a result names no directory of the machine it ran on."""
+    if path is None:
+        return "none"
+    package = Path(specaccept.__file__).resolve().parent
+    try:
+        return f"specaccept/{path.resolve().relative_to(package).as_posix()}"
+    except ValueError:
+        return str(path)
 
 
 def render_markdown(result: BenchResult) -> str:
