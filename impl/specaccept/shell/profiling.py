@@ -45,10 +45,10 @@ class RoundClock:
     """
 
     phased: bool = False
-    rounds: int = 0
-    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    _mark: float = 0.0
-    _round_start: float = 0.0
+    rounds: int = field(default=0, init=False)
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float), init=False)
+    _mark: float = field(default=0.0, init=False, repr=False)
+    _round_start: float = field(default=0.0, init=False, repr=False)
 
     def start_round(self) -> None:
         """A round begins: its Python time counts from here."""
