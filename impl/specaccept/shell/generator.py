@@ -412,8 +412,8 @@ class SpeculativeGenerator:
         )
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
-        # Uncompiled: on an H200 at V = 128k, mx.compile'd draft steps and verdicts made the
-        # round slower than the same functions run plainly (docs/results/bench-gpu-8b.md).
+        # Uncompiled: in development runs on an H200 at V = 128k, mx.compile'd draft steps and
+        # verdicts made the round slower than the same functions run plainly.
         self._fused = (
             fused_sampler(self.target_config, self.draft_config, compiled=False)
             if self.fast_path and served else None
