@@ -18,6 +18,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+import specaccept.shell.fused as fused_module
 from specaccept import (
     AcceptanceRule,
     SamplerConfig,
@@ -361,3 +362,21 @@ def test_a_clock_times_the_round_without_changing_it(small_pair: ModelPair) -> N
     assert set(phased.per_round()) == set(PHASES)
     assert all(seconds > 0 for seconds in phased.per_round().values())
     assert set(pipelined.per_round()) == {"round", "host sync wait", "host"}
+
+
+def test_without_a_compiler_the_fast_path_runs_uncompiled_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where `mx.compile` fails (no C++ compiler for the CPU), the same functions run plainly."""
+    monkeypatch.setattr(fused_module, "_compile_works", lambda: "RuntimeError: no compiler")
+    assert fused_module.compile_status() == "uncompiled (RuntimeError: no compiler)"
+    config = SamplerConfig(temperature=0.7)
+    with caplog.at_level("WARNING", logger="specaccept"):
+        fused = FusedSampler(config, config)
+    assert "mx.compile is unavailable (RuntimeError: no compiler)" in caplog.text
+    logits = random_logits(mx.random.key(7), 1, 500, 3.0)[0]
+    u = mx.array(0.375, dtype=mx.float32)
+    token, probs = sample_token_with_distribution(logits, config, (), u)
+    step = fused.draft_step(logits, u)
+    assert_same("token", step.token, token)
+    assert_same("q", step.probs, probs)
