@@ -89,11 +89,13 @@ autodoc_type_aliases = {
 # any other unresolved reference still fails the build.
 nitpick_ignore = [
     ("py:class", "collections.abc.Callable"),
+    ("py:class", "collections.abc.Iterable"),
     ("py:class", "collections.abc.Iterator"),
     ("py:class", "collections.abc.Mapping"),
     ("py:class", "collections.abc.Sequence"),
     ("py:class", "mlx.core.array"),
     ("py:class", "mx.array"),
+    ("py:class", "numpy.ndarray"),
     ("py:class", "os.PathLike"),
     ("py:class", "pathlib.Path"),
 ]
