@@ -534,9 +534,10 @@ def distribution_cases() -> list[DistributionCase]:
           config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=2, dry_penalty_last_n=3),
           softmax64([0.0, -1.0, 0.0]), False, (0, 1, 1, 1)),
         c("dry_cap_keeps_a_fully_penalised_row_finite",
-          "both ids match with L = 3: base 1e16 ** 2 exceeds the cap, so both lose exactly 1e30 "
-          "and the row stays uniform (uncapped, both would be -inf and the row NaN)",
-          [0.0, 0.0], config(dry_multiplier=1.0, dry_base=1e16, dry_allowed_length=1),
+          "both ids match with L = 3: base 1e20 ** 2 overflows float32 to inf, the cap makes "
+          "both lose exactly 1e30 and the row stays uniform (uncapped, both would be -inf and "
+          "the row NaN)",
+          [0.0, 0.0], config(dry_multiplier=1.0, dry_base=1e20, dry_allowed_length=1),
           [0.5, 0.5], True, (0, 0, 0, 0, 1, 0, 0, 0)),
         c("penalties_with_empty_history", "no history: no id is seen, nothing is penalised",
           [0.0] * 4, config(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.5),
@@ -880,7 +881,7 @@ def residual_distribution_vectors() -> list[Vector]:
         residual_vector("no_mass_falls_back_to_p_not_q",
                         "p <= q everywhere yet p != q: p is a float32 distribution one rounding "
                         "short of 1, and the fallback returns p itself, not q",
-                        [0.5, 0.49999997], [0.5, 0.5], us),
+                        [0.5, f32(0.49999997)], [0.5, 0.5], us),
         residual_vector("order_residual_divides_by_mass",
                         "float32 order: relu(p - q) / mass, one correctly rounded division per "
                         "id, bit for bit: multiplying by 1 / mass gives 5/6 one ulp too high",
