@@ -783,3 +783,16 @@ def test_sample_token_with_distribution_returns_the_law_it_drew_from() -> None:
         assert token.dtype == mx.int32 and token.ndim == 0
     with pytest.raises(ValueError, match="logits"):
         sample_token_with_distribution(mx.zeros((2, 5)), config, history, 0.5)
+
+
+@pytest.mark.parametrize("temperature", [2.0**-126, 1e-30, 1e-20])
+def test_a_tiny_usable_temperature_gives_the_limiting_distribution(temperature: float) -> None:
+    # The shift by the maximum comes before the division: the maximum divides to exactly 0
+    # and every other id to -inf, never inf - inf.
+    config = SamplerConfig(temperature=temperature)
+    logits = mx.array([1.0, 1.0 - 2.0**-20, -3.0, float("-inf")])
+    assert effective_token_distribution(logits, config).tolist() == [1.0, 0.0, 0.0, 0.0]
+    tied = mx.array([2.0, -1.0, 2.0, 0.0])
+    assert effective_token_distribution(tied, config).tolist() == [0.5, 0.0, 0.5, 0.0]
+    huge = mx.array([2.0**64, -(2.0**64), 0.0])
+    assert effective_token_distribution(huge, config).tolist() == [1.0, 0.0, 0.0]
