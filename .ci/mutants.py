@@ -635,14 +635,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "survival *= _probability(f\"alphas[{position}]\", alpha)",
         "survival = _probability(f\"alphas[{position}]\", alpha)",
         "expected tokens as 1 + sum(alpha) instead of the products of the accepted prefix",
-        vectors=False,
     ),
     mutant(
         "speedup-charges-bonus-draft", THEORY,
         "return tokens / (k * c + verify_cost)",
         "return tokens / ((k + 1) * c + verify_cost)",
         "speedup charges the drafter k + 1 forwards per round",
-        vectors=False,
     ),
     # --- uniforms ----------------------------------------------------------------------
     mutant(

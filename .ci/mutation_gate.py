@@ -13,19 +13,22 @@ Two scores are reported:
 
 - the whole suite, which must kill 100% (the gate's verdict);
 - the golden vectors alone (`VECTOR_SUITE`): which mistakes a port that passes
-  every vector could still make. Informational, listed mutant by mutant.
+  every vector could still make. Informational, listed mutant by mutant. The
+  replays run first in each mutant's first run, so with ``-x`` the first
+  failure is a vector's exactly when some vector fails: one pass gives both.
 
 Speed, without weakening what "the whole suite" means: each mutant first runs
-the core's own tests and doctests (`FIRST_STAGE_PATTERNS`, seconds); only a
-mutant they miss runs every other file of the suite, cheapest first, so a
-survivor has passed every test CI runs (the two stages together are checked to
-collect exactly CI's tests). Each job owns a repository copy and a pytest fork
-server (`pytest_server.py`) that pays Python's and pytest's start-up once.
+the vector replays and the core's own tests and doctests
+(`FIRST_STAGE_PATTERNS`, seconds); only a mutant they miss runs every other
+file of the suite, cheapest first, so a survivor has passed every test CI runs
+(the stages together are checked to collect exactly CI's tests). Each job owns
+a repository copy and a pytest fork server (`pytest_server.py`) that pays
+Python's and pytest's start-up once.
 
 Usage::
 
-    python .ci/mutation_gate.py [--jobs 2] [--vectors-only | --no-vectors]
-        [--report docs/results/mutation.md] [--only NAME ...]
+    python .ci/mutation_gate.py [--jobs 2] [--report docs/results/mutation.md]
+        [--vectors-only | --no-vectors] [--only NAME ...] [--check-catalogue]
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import queue
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -323,11 +327,13 @@ def run_all(
 
         try:
             with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                for outcome in pool.map(job, range(len(mutants))):
+                futures = [pool.submit(job, index) for index in range(len(mutants))]
+                for future in concurrent.futures.as_completed(futures):
+                    outcome = future.result()
                     verdict = f"killed by {outcome.killer}" if outcome.killed else "SURVIVED"
                     print(f"[{label}] {outcome.name}: {verdict} ({outcome.seconds:.1f}s)",
                           flush=True)
-                    outcomes.append(outcome)
+                outcomes = [future.result() for future in futures]  # catalogue order
         finally:
             while not servers.empty():
                 servers.get().close()
@@ -355,7 +361,7 @@ def report(
         lines.append(f"The whole suite is CI's pytest step: {tests} tests and doctests.")
     lines.append("")
     if suite is not None:
-        lines.append(f"- **Killed by {suite_label}: {score(suite)}**")
+        lines.append(f"- Killed by {suite_label}: {score(suite)}")
         survivors = [o.name for o in suite if not o.killed]
         if survivors:
             lines.append(f"- Survivors (each fails the gate): {', '.join(survivors)}")
@@ -374,7 +380,7 @@ def report(
         name = m.name
         s, v = by_suite.get(name), by_vectors.get(name)
         suite_cell = "not run" if s is None else (
-            f"`{s.killer}`" if s.killed else "**SURVIVED**")
+            f"`{s.killer}`" if s.killed else "SURVIVED")
         vector_cell = "not run" if v is None else ("killed" if v.killed else (
             "missed" if m.vectors else "missed (no family)"))
         breaks = m.breaks.replace("|", "\\|")
@@ -397,17 +403,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
     passes = parser.add_mutually_exclusive_group()
     passes.add_argument("--vectors-only", action="store_true",
-                        help="score the golden vectors alone; the gate's verdict is not run")
+                        help="run only the golden vectors against each mutant (no verdict)")
     passes.add_argument("--no-vectors", action="store_true",
-                        help="skip the informational golden-vector score")
+                        help="leave the vector replays out of the first run (no vector score)")
     parser.add_argument("--suite", nargs="+", metavar="PYTEST_ARG",
                         help="replace the suite (only to demonstrate the gate on a small one)")
     parser.add_argument("--report", type=Path, help="write the markdown report here")
     parser.add_argument("--check-catalogue", action="store_true",
                         help="only check that every mutant's original text is in the code")
     args = parser.parse_args(argv)
-    command = "python .ci/mutation_gate.py " + shlex.join(
-        sys.argv[1:] if argv is None else list(argv))
+    # A terminated gate still removes its repository copies and stops its servers.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # The report shows what was run; where it was written to changes none of it.
+    shown = list(sys.argv[1:] if argv is None else argv)
+    if "--report" in shown:
+        del shown[shown.index("--report"):shown.index("--report") + 2]
+    command = " ".join(["python", ".ci/mutation_gate.py", shlex.join(shown)]).strip()
 
     catalogue = (default_catalogue if args.catalogue.resolve() == CATALOGUE
                  else load_module(args.catalogue.resolve(), "specaccept_mutants"))
@@ -418,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems = catalogue_problems(mutants, ROOT)
     if problems:
         print("the mutant catalogue does not match the code:", *problems, sep="\n  ",
+              file=sys.stderr)
+        print(f"update {args.catalogue.name} to the code's new text, keeping each mistake",
               file=sys.stderr)
         return 2
     if args.only:
@@ -435,16 +448,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     tests: int | None = None
     suite_outcomes: list[Outcome] | None = None
     vector_outcomes: list[Outcome] | None = None
-    if not args.vectors_only:
-        if args.suite:
-            stages: list[list[str]] = [list(args.suite)]
-        else:
-            suite = ordered_suite(ROOT)
-            tests = check_suite_is_ci(suite)
-            stages = split_stages(suite)
-        suite_outcomes = run_all(mutants, stages, args.jobs, "suite")
-    if not args.no_vectors:
+    if args.vectors_only:
         vector_outcomes = run_all(mutants, [list(VECTOR_SUITE)], args.jobs, "vectors")
+    elif args.suite:
+        suite_outcomes = run_all(mutants, [list(args.suite)], args.jobs, "suite")
+    else:
+        suite = ordered_suite(ROOT)
+        tests = check_suite_is_ci(suite)
+        first, rest = split_stages(suite)
+        if args.no_vectors:
+            suite_outcomes = run_all(mutants, [first, rest], args.jobs, "suite")
+        else:
+            # The vector replays run first: with -x, the first failure is a vector's exactly
+            # when some vector fails, so one pass yields both scores.
+            suite_outcomes = run_all(mutants, [[*VECTOR_SUITE, *first], rest], args.jobs, "suite")
+            vector_outcomes = [
+                Outcome(o.name, o.killed and o.killer.startswith(VECTOR_SUITE), o.killer, 0.0)
+                for o in suite_outcomes
+            ]
     seconds = time.perf_counter() - start
 
     text = report(command, mutants, suite_outcomes, vector_outcomes, seconds, args.jobs, tests,
