@@ -224,7 +224,7 @@ class Outcome:
     seconds: float
 
 
-FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)  # ids may hold spaces
 
 
 class PytestServer:
@@ -380,7 +380,7 @@ def report(
         name = m.name
         s, v = by_suite.get(name), by_vectors.get(name)
         suite_cell = "not run" if s is None else (
-            f"`{s.killer}`" if s.killed else "SURVIVED")
+            f"`{s.killer}`".replace("|", "\\|") if s.killed else "SURVIVED")
         vector_cell = "not run" if v is None else ("killed" if v.killed else (
             "missed" if m.vectors else "missed (no family)"))
         breaks = m.breaks.replace("|", "\\|")
