@@ -37,6 +37,7 @@ VALIDATION = "impl/specaccept/core/validation.py"
 GENERATOR = "impl/specaccept/shell/generator.py"
 JOINT = "impl/specaccept/core/joint.py"
 DRAW_LAW = "impl/specaccept/core/draw_law.py"
+FUSED = "impl/specaccept/shell/fused.py"
 
 
 @dataclass(frozen=True)
@@ -578,6 +579,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "below = on_grid & (uniforms * total < partial_sums[:, None])",
         "below = on_grid & (uniforms * total <= partial_sums[:, None])",
         "grid points on a breakpoint credited to the id before it, unlike the draw",
+    ),
+    # --- the fused fast path (a second implementation of the draw and the round) -----------
+    mutant(
+        "fused-draw-inclusive", FUSED,
+        "eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive",
+        "eligible = (partial_sums >= u[..., None] * partial_sums[..., -1:]) & positive",
+        "the fast path's draw with `>=`: it no longer emits the reference's token on a breakpoint",
+        vectors=False,
+    ),
+    mutant(
+        "fused-resample-from-p", FUSED,
+        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
+        "[target_probs[:k], target_probs[k:]]",
+        "the fast path resamples from p instead of the residual",
+        vectors=False,
+    ),
+    mutant(
+        "fused-bonus-row-off-by-one", FUSED,
+        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
+        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k - 1 : k]]",
+        "the fast path draws the bonus from row k - 1",
+        vectors=False,
+    ),
+    mutant(
+        "fused-sum-of-accepted", FUSED,
+        "    num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)\n"
+        "    return num_accepted, candidates[num_accepted]",
+        "    num_accepted = accepted.astype(mx.int32).sum().astype(mx.int32)\n"
+        "    return num_accepted, candidates[num_accepted]",
+        "the fast path counts every accepted draft, not the accepted prefix",
+        vectors=False,
     ),
     # --- rewind ------------------------------------------------------------------------
     mutant(
