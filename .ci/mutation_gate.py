@@ -247,11 +247,6 @@ class PytestServer:
         answer = json.loads(line)
         return int(answer["code"]), str(answer["output"])
 
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
 
 def run_pytest(server: PytestServer, args: Sequence[str]) -> tuple[bool, str]:
     """Run pytest in the server's copy; (passed, first failing test or why the run failed)."""
@@ -314,9 +309,10 @@ def run_all(
 ) -> list[Outcome]:
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="mutation-gate-") as tmp:
+        all_servers = [PytestServer(make_copy(Path(tmp), index)) for index in range(jobs)]
         servers: queue.Queue[PytestServer] = queue.Queue()
-        for index in range(jobs):
-            servers.put(PytestServer(make_copy(Path(tmp), index)))
+        for server in all_servers:
+            servers.put(server)
 
         def job(index: int) -> Outcome:
             server = servers.get()
@@ -325,18 +321,22 @@ def run_all(
             finally:
                 servers.put(server)
 
+        pool = concurrent.futures.ThreadPoolExecutor(jobs)
         try:
-            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                futures = [pool.submit(job, index) for index in range(len(mutants))]
-                for future in concurrent.futures.as_completed(futures):
-                    outcome = future.result()
-                    verdict = f"killed by {outcome.killer}" if outcome.killed else "SURVIVED"
-                    print(f"[{label}] {outcome.name}: {verdict} ({outcome.seconds:.1f}s)",
-                          flush=True)
-                outcomes = [future.result() for future in futures]  # catalogue order
+            futures = [pool.submit(job, index) for index in range(len(mutants))]
+            for future in concurrent.futures.as_completed(futures):
+                outcome = future.result()
+                verdict = f"killed by {outcome.killer}" if outcome.killed else "SURVIVED"
+                print(f"[{label}] {outcome.name}: {verdict} ({outcome.seconds:.1f}s)",
+                      flush=True)
+            outcomes = [future.result() for future in futures]  # catalogue order
         finally:
-            while not servers.empty():
-                servers.get().close()
+            # On an error or a SIGTERM: run no further mutant, and stop the runs in flight
+            # (a server whose gate is gone kills its run; see pytest_server.py).
+            pool.shutdown(wait=False, cancel_futures=True)
+            for server in all_servers:
+                server.process.terminate()
+                server.process.wait()
     return outcomes
 
 
