@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import Phase, settings
 
-from specaccept import STOCHASTIC_ACCEPT_ENV
+from specaccept import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 
 settings.register_profile(
     "mutation-gate",
@@ -33,4 +33,5 @@ def _clean_stochastic_switch(
 ) -> Iterator[None]:
     if request.node.path.name.startswith("test_core_"):
         monkeypatch.delenv(STOCHASTIC_ACCEPT_ENV, raising=False)
+        monkeypatch.delenv(BLOCK_VERIFY_ENV, raising=False)
     yield

@@ -17,10 +17,11 @@ from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_
 from specaccept.shell.loading import ModelPair, load_pair
 
 SUMMARY = re.compile(
-    r"^\[Speculative acceptance\] rule=(greedy-argmax|sampler-match|stochastic) rounds=\d+ "
+    r"^\[Speculative acceptance\] rule=(greedy-argmax|sampler-match|stochastic|block) rounds=\d+ "
     r"proposed=\d+ positions_tested=\d+ accepted=\d+ per_position_acceptance=\d\.\d{4} "
     r"acceptance_rate=\d\.\d{4} mean_accepted_len=\d+\.\d{4}"
-    r"( closed_form_sum_min=\d\.\d{4} closed_form_sum_prod=\d\.\d{4})?$",
+    r"( closed_form_sum_min=\d\.\d{4} closed_form_sum_prod=\d\.\d{4}"
+    r" closed_form_accepted_len=\d+\.\d{4} closed_form_block=\d+\.\d{4})?$",
     re.MULTILINE,
 )
 
@@ -42,7 +43,7 @@ def test_generate_on_the_demo_pair_prints_text_and_the_summary(
     assert out.startswith("ROMEO:\n")
     match = SUMMARY.search(out)
     assert match is not None, out
-    assert "rule=stochastic" in match.group(0)
+    assert "rule=block" in match.group(0)  # the default at temperature > 0
     assert "closed_form_sum_min=" in match.group(0)
     assert re.search(r"^generated=40 seconds=[\d.]+ tokens_per_second=[\d.]+$", out, re.M)
 
@@ -51,6 +52,14 @@ def test_generate_rule_flag_and_greedy(capsys: pytest.CaptureFixture[str]) -> No
     main(["generate", "-n", "12", "--rule", "sampler-match"])
     assert "rule=sampler-match " in capsys.readouterr().out
     main(["generate", "-n", "12", "--temp", "0"])
+    assert "rule=greedy-argmax " in capsys.readouterr().out
+    main(["generate", "-n", "12", "--rule", "block", "--diag", "--check-caches"])
+    out = capsys.readouterr().out
+    match = SUMMARY.search(out)
+    assert match is not None and "rule=block " in match.group(0), out
+    # Under block verification the rule's per-round closed form is the block form.
+    assert re.search(r"closed_form_accepted_len=(\S+) closed_form_block=\1$", match.group(0))
+    main(["generate", "-n", "12", "--rule", "block", "--temp", "0"])
     assert "rule=greedy-argmax " in capsys.readouterr().out
 
 
@@ -217,9 +226,10 @@ def test_table_writes_markdown_and_json(
     assert "it/s" not in captured.out + captured.err  # no bar: not a TTY, and --json
     rows = json.loads(out_json.read_text())
     assert [(r["temperature"], r["requested_rule"]) for r in rows] == [
-        (0.0, "stochastic"), (0.0, "sampler-match"), (1.0, "stochastic"), (1.0, "sampler-match"),
+        (t, rule) for t in (0.0, 1.0) for rule in ("stochastic", "sampler-match", "block")
     ]
-    assert {r["rule"] for r in rows[:2]} == {"greedy-argmax"}
+    assert {r["rule"] for r in rows[:3]} == {"greedy-argmax"}
+    assert [r["rule"] for r in rows[3:]] == ["stochastic", "sampler-match", "block"]
     for row in rows:
         assert row["closed_form_sum_min"] >= row["closed_form_sum_prod"] - 1e-6
 
@@ -246,6 +256,17 @@ def test_table_names_its_command_and_scores_each_rule_against_its_closed_form(
         )
         # Two runs of 24 tokens: more positions than one run can test.
         assert row["generated"] == 48
+    # Block verification is scored per round: kept drafts against E[kept | drafts].
+    block = rows["block"]
+    assert block["rule"] == "block" and not block["per_position"]
+    assert block["closed_form_of_rule"] == block["closed_form_accepted_len"]
+    assert block["closed_form_accepted_len"] == pytest.approx(block["closed_form_block"])
+    assert block["z_score"] == block["accepted_len_z"]
+    assert block["accepted_len_z"] == pytest.approx(
+        (block["mean_accepted_len"] - block["closed_form_accepted_len"])
+        / block["accepted_len_standard_error"]
+    )
+    assert abs(block["accepted_len_z"]) < 4
 
 
 def test_a_degenerate_closed_form_admits_no_difference() -> None:

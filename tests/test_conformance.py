@@ -41,7 +41,7 @@ def _verdicts(report: ConformanceReport) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("temperature", "rule"),
-    [(0.0, "auto"), (0.7, "sampler-match"), (1.0, "stochastic")],
+    [(0.0, "auto"), (0.7, "sampler-match"), (1.0, "stochastic"), (1.0, "block")],
 )
 def test_the_generator_passes_every_check_replay_included(
     pair: Any, tmp_path: Path, temperature: float, rule: Any
@@ -60,6 +60,26 @@ def test_the_generator_passes_every_check_replay_included(
                          / "trace_format.schema.json").read_text())
     for line in stream.getvalue().splitlines():
         jsonschema.validate(json.loads(line), schema)
+
+
+def test_block_verification_stopping_at_the_first_failure_fails_the_replay(
+    pair: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The generator's rounds decided by the first-failure variant: the replay, which
+    # decides each block-verified round with verify_drafts_jointly, must diverge.
+    import specaccept.shell.generator as generator_module
+    from wrong_rules import joint_verification
+
+    monkeypatch.setattr(generator_module, "verify_drafts_jointly",
+                        joint_verification(longest_prefix=False))
+    generator = SpeculativeGenerator(
+        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule="block"
+    )
+    stream = io.StringIO()
+    trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)
+    replay = next(c for c in _check(stream.getvalue(), tmp_path).checks if c.name == "replay")
+    assert replay.verdict == "fail", replay.detail
+    assert "block verification keeps" in replay.detail
 
 
 def test_the_correct_engine_passes_and_the_checks_have_power(pair: Any, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import mlx.core as mx
 import pytest
 
 from specaccept import (
+    BLOCK_VERIFY_ENV,
     STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     SamplerConfig,
@@ -406,7 +407,7 @@ def test_boundary_values_are_accepted() -> None:
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "On", "\ton\n", "Yes"])
 def test_switch_values_that_enable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(STOCHASTIC_ACCEPT_ENV, value)
-    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True) is STOCHASTIC
+    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True) is AcceptanceRule.BLOCK
     assert (
         acceptance_rule(SamplerConfig(), drafter_has_distribution=False)
         is AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION
@@ -423,7 +424,36 @@ def test_switch_values_that_disable(monkeypatch: pytest.MonkeyPatch, value: str)
 
 def test_switch_unset_enables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STOCHASTIC_ACCEPT_ENV, raising=False)
+    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True) is AcceptanceRule.BLOCK
+
+
+@pytest.mark.parametrize("value", ["0", "false", " NO", "off ", "OFF"])
+def test_the_block_switch_off_restores_the_stochastic_rule(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(BLOCK_VERIFY_ENV, value)
     assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True) is STOCHASTIC
+    monkeypatch.setenv(STOCHASTIC_ACCEPT_ENV, "off")
+    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True) is (
+        AcceptanceRule.SAMPLER_MATCH
+    )
+
+
+@pytest.mark.parametrize("value", ["", "2", "enable", "y", "none"])
+def test_bad_block_switch_values_raise_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(BLOCK_VERIFY_ENV, value)
+    for config in (SamplerConfig(), SamplerConfig(temperature=0.0)):  # at every temperature
+        with pytest.raises(ValueError, match=BLOCK_VERIFY_ENV):
+            acceptance_rule(config, drafter_has_distribution=True)
+    # An explicit choice reads neither variable.
+    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True,
+                           stochastic=True) is STOCHASTIC
+    assert acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=True,
+                           block=True) is AcceptanceRule.BLOCK
+    with pytest.raises(TypeError, match="block"):
+        acceptance_rule(SamplerConfig(), drafter_has_distribution=True, block="on")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", ["", " ", "2", "enable", "tru", "yes please", "y", "none"])

@@ -19,7 +19,7 @@ from mlx_lm.models import cache as mlx_lm_cache
 
 import specaccept.shell.generator as generator_module
 from specaccept import SamplerConfig
-from specaccept.shell.generator import CacheInvariantError, SpeculativeGenerator
+from specaccept.shell.generator import CacheInvariantError, RuleChoice, SpeculativeGenerator
 from synthetic_models import (
     KVCache,
     SyntheticLM,
@@ -76,8 +76,23 @@ REGIMES = ["all-reject", "mixed-greedy", "mixed-stochastic", "all-accept", "all-
 @pytest.mark.parametrize("k", [1, 3, 4])
 @pytest.mark.parametrize("regime", REGIMES)
 def test_cache_contents_are_exact_after_every_round(regime: str, k: int) -> None:
+    _check_cache_contents(regime, k, "auto")
+
+
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("regime", ["mixed-stochastic", "all-accept-stochastic"])
+def test_block_verification_rewinds_by_the_kept_length(regime: str, k: int) -> None:
+    # Lemma 7 reads only the kept length: under block verification, which can keep drafts
+    # behind a position token-by-token verification would reject, rewind_trim(k, tau)
+    # leaves both caches on the emitted prefix all the same.
+    _check_cache_contents(regime, k, "block")
+
+
+def _check_cache_contents(regime: str, k: int, rule: RuleChoice) -> None:
     target, drafter, config = _regime(regime)
-    generator = SpeculativeGenerator(target, drafter, config, num_draft_tokens=k, check_caches=True)
+    generator = SpeculativeGenerator(
+        target, drafter, config, num_draft_tokens=k, check_caches=True, rule=rule
+    )
     max_tokens = 41
     emitted: list[int] = []
     previous_accepted = previous_proposed = 0
@@ -104,6 +119,7 @@ def test_cache_contents_are_exact_after_every_round(regime: str, k: int) -> None
     assert rounds_checked >= 5
 
     stats = run.stats
+    assert rule != "block" or stats.rule.value == "block"
     if regime == "all-reject":
         assert stats.accepted == 0
     elif regime.startswith("all-accept"):

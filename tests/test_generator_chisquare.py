@@ -179,11 +179,11 @@ MARKOV_DOF = MARKOV_VOCAB * MARKOV_VOCAB * (MARKOV_VOCAB - 1)
 MARKOV_THRESHOLD = float(stats.chi2.ppf(1.0 - ALPHA, MARKOV_DOF))
 
 
-def _markov_run(seed: int, tokens: int = TOKENS) -> Run:
+def _markov_run(seed: int, tokens: int = TOKENS, rule: RuleChoice = "stochastic") -> Run:
     return _run(
         SyntheticLM(MARKOV_VOCAB, markov2_logits(TABLE)),
         SyntheticLM(MARKOV_VOCAB, markov2_logits(DRAFT_TABLE)),
-        MARKOV_CONFIG, MARKOV_CONFIG, "stochastic", MARKOV_PROMPT, seed, tokens,
+        MARKOV_CONFIG, MARKOV_CONFIG, rule, MARKOV_PROMPT, seed, tokens,
     )
 
 
@@ -242,3 +242,53 @@ def test_markov_acceptance_sits_on_closed_form_sum_min(markov_run: Run) -> None:
     assert abs(z) < 4.0
     assert run_stats.closed_form_sum_min >= run_stats.closed_form_sum_prod
     assert 0.0 < run_stats.closed_form_sum_prod < run_stats.closed_form_sum_min < 1.0
+
+
+# 3. Block verification through the whole generator.
+
+
+@pytest.fixture(scope="module")
+def block_markov_run() -> Run:
+    return _markov_run(2025, rule="block")
+
+
+def test_block_verification_stream_passes_the_conditional_chi_square(
+    block_markov_run: Run,
+) -> None:
+    # The history-dependent target makes every kept prefix and every rewind matter: a
+    # round that keeps drafts behind a failing test must still leave the caches, and the
+    # stream, exactly where target sampling would.
+    statistic, smallest = _conditional_chi_square(block_markov_run.tokens)
+    _report("Markov-2 target, block", statistic, MARKOV_THRESHOLD, block_markov_run)
+    assert block_markov_run.stats.rule.value == "block"
+    assert len(block_markov_run.tokens) == TOKENS
+    assert smallest >= 5.0
+    assert statistic < MARKOV_THRESHOLD
+
+
+def test_block_verification_keeps_what_its_closed_form_says(block_markov_run: Run) -> None:
+    # Per round, E[accepted | drafts] is the closed form the verdict carries; the sum of
+    # accepted - E over rounds is a martingale whose variance the run also sums.
+    run_stats = block_markov_run.stats
+    z = run_stats.accepted_len_z
+    print(
+        f"\nblock mean_accepted_len={run_stats.mean_accepted_len:.4f} "
+        f"closed_form_block={run_stats.closed_form_block:.4f} z={z:+.2f}"
+    )
+    assert run_stats.closed_form_accepted_len == pytest.approx(run_stats.closed_form_block)
+    assert run_stats.rounds > 2_000
+    assert abs(z) < 4.0
+
+
+def test_stochastic_closed_form_per_round_and_the_block_form_beside_it(markov_run: Run) -> None:
+    # Under stochastic, the per-round closed form is sum_i prod_{j <= i} min(1, p/q) on the
+    # round's drafts; block verification's form on the same drafts is reported beside it.
+    run_stats = markov_run.stats
+    z = run_stats.accepted_len_z
+    print(
+        f"\nstochastic mean_accepted_len={run_stats.mean_accepted_len:.4f} "
+        f"closed_form_accepted_len={run_stats.closed_form_accepted_len:.4f} "
+        f"closed_form_block={run_stats.closed_form_block:.4f} z={z:+.2f}"
+    )
+    assert abs(z) < 4.0
+    assert run_stats.closed_form_block > run_stats.closed_form_accepted_len

@@ -113,7 +113,11 @@ def test_the_rule_switch_follows_the_environment_only_under_auto(
 ) -> None:
     target, drafter = PAIRS["iid"]()
     config = CONFIGS["t1.0"]
+    assert SpeculativeGenerator(target, drafter, config).acceptance_rule.value == "block"
+    monkeypatch.setenv("SPECACCEPT_BLOCK_VERIFY", "off")
     assert SpeculativeGenerator(target, drafter, config).acceptance_rule.value == "stochastic"
+    assert SpeculativeGenerator(
+        target, drafter, config, rule="block").acceptance_rule.value == "block"
     monkeypatch.setenv("SPECACCEPT_STOCHASTIC_ACCEPT", "off")
     assert SpeculativeGenerator(target, drafter, config).acceptance_rule.value == "sampler-match"
     forced = SpeculativeGenerator(target, drafter, config, rule="stochastic")

@@ -65,6 +65,10 @@ SCENARIOS: dict[str, Scenario] = {
     "sampler-match-mixed": (
         _markov, lambda: SyntheticLM(VOCAB, markov2_logits(DRAFT_TABLE)), WARM, "sampler-match"
     ),
+    "block-mixed": (
+        _markov, lambda: SyntheticLM(VOCAB, markov2_logits(DRAFT_TABLE)), WARM, "block"
+    ),
+    "block-all-accept": (_markov, _markov, WARM, "block"),
 }
 PROMPT = [3, 0, 5]
 
@@ -154,17 +158,21 @@ def test_only_sync_evaluates_during_a_run() -> None:
 
 SUMMARY = re.compile(
     r"^\[Speculative acceptance\] "
-    r"rule=(greedy-argmax|sampler-match|stochastic|sampler-match-no-proposal-distribution) "
+    r"rule=(greedy-argmax|sampler-match|stochastic|sampler-match-no-proposal-distribution|block) "
     r"rounds=(\d+) proposed=(\d+) positions_tested=(\d+) accepted=(\d+) "
     r"per_position_acceptance=(\d\.\d{4}) acceptance_rate=(\d\.\d{4}) "
     r"mean_accepted_len=(\d+\.\d{4})"
 )
-DIAGNOSTICS = re.compile(r" closed_form_sum_min=(\d\.\d{4}) closed_form_sum_prod=(\d\.\d{4})$")
+DIAGNOSTICS = re.compile(
+    r" closed_form_sum_min=(\d\.\d{4}) closed_form_sum_prod=(\d\.\d{4})"
+    r" closed_form_accepted_len=(\d+\.\d{4}) closed_form_block=(\d+\.\d{4})$"
+)
 
 
 @pytest.mark.parametrize("diagnostics", [False, True])
 @pytest.mark.parametrize(
-    "scenario", ["greedy-mixed", "stochastic-mixed", "sampler-match-mixed", "greedy-all-accept"]
+    "scenario",
+    ["greedy-mixed", "stochastic-mixed", "sampler-match-mixed", "greedy-all-accept", "block-mixed"],
 )
 def test_the_summary_line_shape(scenario: str, diagnostics: bool) -> None:
     generator = _generator(scenario, 4, diagnostics=diagnostics)
@@ -185,6 +193,8 @@ def test_the_summary_line_shape(scenario: str, diagnostics: bool) -> None:
         diag = DIAGNOSTICS.fullmatch(rest)
         assert diag, line
         assert float(diag.group(1)) >= float(diag.group(2))
+        assert float(diag.group(3)) == pytest.approx(stats.closed_form_accepted_len, abs=5e-5)
+        assert float(diag.group(4)) == pytest.approx(stats.closed_form_block, abs=5e-5)
     else:
         assert rest == ""
 

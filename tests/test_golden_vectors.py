@@ -35,6 +35,7 @@ import mlx.core as mx
 import pytest
 
 from specaccept import (
+    BLOCK_VERIFY_ENV,
     STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     SamplerConfig,
@@ -393,17 +394,19 @@ def replay_sampler_config(
 def replay_acceptance_rule(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    # stochastic = null asks for the switch's default: replay with the variable unset.
-    saved = os.environ.pop(STOCHASTIC_ACCEPT_ENV, None)
+    # stochastic = null asks for the switches' defaults: replay with the variables unset.
+    saved = {name: os.environ.pop(name, None) for name in (STOCHASTIC_ACCEPT_ENV, BLOCK_VERIFY_ENV)}
     try:
         rule = acceptance_rule(
             sampler_config(inputs["target_config"]),
             drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
             stochastic=value_arg(inputs["stochastic"]),
+            block=value_arg(inputs.get("block")),
         )
     finally:
-        if saved is not None:
-            os.environ[STOCHASTIC_ACCEPT_ENV] = saved
+        for name, value in saved.items():
+            if value is not None:
+                os.environ[name] = value
     return same("rule", rule.value, expected["rule"])
 
 

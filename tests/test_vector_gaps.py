@@ -207,6 +207,45 @@ def unchecked_python_uniform(name: str, value: object, batch_shape: tuple[int, .
     return ORIGINAL["uniform"](name, value, batch_shape)
 
 
+def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
+               last_keep_is_weight: bool = True) -> Callable[..., Any]:
+    """The port's block verification with one of its three load-bearing details changed."""
+
+    original = port.verify_drafts_jointly
+
+    def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, uniforms: Any) -> Any:
+        original(target_probs, draft_probs, draft_tokens, uniforms)  # its argument checks
+        target, draft = np.asarray(target_probs, F32), np.asarray(draft_probs, F32)
+        tokens, u = np.asarray(draft_tokens), np.asarray(uniforms, F32)
+        k = tokens.shape[0]
+        weights = port.prefix_weights(target[np.arange(k), tokens], draft[np.arange(k), tokens])
+        excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
+        mass = excess.sum(axis=-1, dtype=F32)
+        denominator = mass[1:] + (F32(1) - weights[1:k])
+        inner = np.where(denominator > 0, mass[1:] / np.where(denominator > 0, denominator, 1),
+                         F32(1))
+        last = weights[k:] if last_keep_is_weight else np.ones(1, F32)
+        keep = np.concatenate([inner, last]).astype(F32)
+        passes = (keep > 0) & (u[:k, 0] <= keep)
+        if longest_prefix:
+            num = int(np.where(passes, np.arange(1, k + 1), 0).max())
+        else:
+            num = int(np.cumprod(passes.astype(np.int32)).sum())
+        if not weighted_residual:
+            excess = np.maximum(target[:k] - draft, F32(0))
+            mass = excess.sum(axis=-1, dtype=F32)
+        safe = np.where(mass > 0, mass, F32(1))[:, None]
+        rows = np.concatenate([np.where(mass[:, None] > 0, excess / safe, target[:k]),
+                               target[k:]]).astype(F32)
+        rejects_after = np.cumprod((F32(1) - keep)[::-1], dtype=F32)[::-1]
+        later = np.concatenate([rejects_after[1:], np.ones(1, F32)])
+        law = np.concatenate([rejects_after[:1], keep * later]).astype(F32)
+        token = int(port.sample_from_distribution(rows, u[:, 1])[num])
+        return port.JointVerdict(num, token, law)
+
+    return verify
+
+
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
@@ -247,6 +286,13 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      "sample_from_distribution", {"error_probs_float16", "error_probs_int32"}),
     ("Python uniforms unchecked", "uniform", unchecked_python_uniform,
      "sample_from_distribution", {"error_u_one", "error_u_negative"}),
+    ("block verification stops at the first failure", "verify_drafts_jointly",
+     joint_with(longest_prefix=False), "verify_drafts_jointly",
+     {"keeps_past_the_first_rejection", "three_kept_after_a_failing_second"}),
+    ("block verification's residual without the weight", "verify_drafts_jointly",
+     joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
+    ("block verification with h_k = 1", "verify_drafts_jointly",
+     joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
 ]
 
 

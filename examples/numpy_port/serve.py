@@ -187,7 +187,8 @@ def acceptance_closed_forms(i: dict[str, Any]) -> dict[str, Any]:
 def acceptance_rule(i: dict[str, Any]) -> dict[str, Any]:
     rule = sp.acceptance_rule(config(i["target_config"]),
                               drafter_has_distribution=value(i["drafter_has_distribution"]),
-                              stochastic=value(i["stochastic"]))
+                              stochastic=value(i["stochastic"]),
+                              block=value(i.get("block")))
     return {"rule": rule}
 
 

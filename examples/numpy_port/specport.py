@@ -30,6 +30,7 @@ RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-propo
 JOINT_RULES = ("block",)
 """Rules whose decisions are not one per position (verify_drafts_jointly.md)."""
 STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
+BLOCK_VERIFY_ENV = "SPECACCEPT_BLOCK_VERIFY"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 SMALLEST_TEMPERATURE = 2.0**-126  # float32's smallest normal
 ADJUSTMENT_LIMIT = 2.0**64  # |logit bias|, |frequency penalty|, |presence penalty|
@@ -422,24 +423,35 @@ def require_rule(rule: object) -> str:
     return rule
 
 
+def switch_from_environment(name: str) -> bool:
+    raw = os.environ.get(name, "1").strip().lower()
+    if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+        raise ArgumentValueError("stochastic", f"{name} is {raw!r}")
+    return raw in {"1", "true", "yes", "on"}
+
+
 def acceptance_rule(target_config: object, *, drafter_has_distribution: object,
-                    stochastic: object = None) -> str:
+                    stochastic: object = None, block: object = None) -> str:
     if not isinstance(target_config, SamplerConfig):
         raise ArgumentTypeError("target_config", "target_config must be a SamplerConfig")
     if not isinstance(drafter_has_distribution, bool):
         raise ArgumentTypeError("drafter_has_distribution", "drafter_has_distribution: a bool")
     if stochastic is not None and not isinstance(stochastic, bool):
         raise ArgumentTypeError("stochastic", "stochastic must be a bool or None")
-    if stochastic is None:
-        raw = os.environ.get(STOCHASTIC_ACCEPT_ENV, "1").strip().lower()
-        if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-            raise ArgumentValueError("stochastic", f"{STOCHASTIC_ACCEPT_ENV} is {raw!r}")
-        stochastic = raw in {"1", "true", "yes", "on"}
+    if block is not None and not isinstance(block, bool):
+        raise ArgumentTypeError("block", "block must be a bool or None")
+    automatic = stochastic is None
+    if automatic:
+        stochastic = switch_from_environment(STOCHASTIC_ACCEPT_ENV)
+    if block is None:
+        block = switch_from_environment(BLOCK_VERIFY_ENV) if automatic else False
     if target_config.is_greedy:
         return "greedy-argmax"
     if not stochastic:
         return "sampler-match"
-    return "stochastic" if drafter_has_distribution else "sampler-match-no-proposal-distribution"
+    if not drafter_has_distribution:
+        return "sampler-match-no-proposal-distribution"
+    return "block" if block else "stochastic"
 
 
 class Verdict(NamedTuple):

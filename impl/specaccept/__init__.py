@@ -8,6 +8,7 @@ is re-exported here.
 """
 
 from specaccept.core.acceptance import (
+    BLOCK_VERIFY_ENV,
     STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     BlockVerdict,
@@ -51,6 +52,7 @@ from specaccept.shell.loading import ModelPair, load_model, load_pair
 __version__ = "0.1.0"
 
 __all__ = [
+    "BLOCK_VERIFY_ENV",
     "STOCHASTIC_ACCEPT_ENV",
     "UNIFORM_GRID_SIZE",
     "AcceptanceRule",

@@ -40,6 +40,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept import (
+    BLOCK_VERIFY_ENV,
     STOCHASTIC_ACCEPT_ENV,
     UNIFORM_GRID_SIZE,
     AcceptanceRule,
@@ -1567,7 +1568,8 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
     elif family == "acceptance_rule":
         acceptance_rule(decode_config(inputs["target_config"]),
                         drafter_has_distribution=decode_value(inputs["drafter_has_distribution"]),
-                        stochastic=decode_value(inputs["stochastic"]))
+                        stochastic=decode_value(inputs["stochastic"]),
+                        block=decode_value(inputs.get("block")))
     elif family == "grid_draw_counts":
         grid_draw_counts(decode_array(inputs["probs"], f32_))
     elif family == "position_uniform":
@@ -1888,6 +1890,7 @@ def error_cases() -> dict[str, list[ErrorCase]]:
              t, "drafter_has_distribution"),
             ("stochastic_string", "a bool (or None) argument", {"stochastic": "yes"}, t,
              "stochastic"),
+            ("block_string", "a bool (or None) argument", {"block": "yes"}, t, "block"),
         ],
         "expected_tokens_per_round": [
             ("alphas_not_a_sequence", "a number is not a sequence", {"alphas": 0.5}, t, "alphas"),
@@ -2017,27 +2020,47 @@ def acceptance_rule_vectors() -> list[Vector]:
          False, AcceptanceRule.SAMPLER_MATCH),
     ]
     cases.append(("switch_default_is_enabled",
-                  "stochastic = null: the switch's default, enabled (this library reads it from "
-                  f"{STOCHASTIC_ACCEPT_ENV}, which a replay leaves unset)", tempered, True, None,
-                  AcceptanceRule.STOCHASTIC))
+                  "stochastic = null: the switches' defaults, both enabled, so block "
+                  f"verification (this library reads them from {STOCHASTIC_ACCEPT_ENV} and "
+                  f"{BLOCK_VERIFY_ENV}, which a replay leaves unset)", tempered, True, None,
+                  AcceptanceRule.BLOCK))
     out = []
-    saved = os.environ.pop(STOCHASTIC_ACCEPT_ENV, None)
+    saved = {name: os.environ.pop(name, None) for name in (STOCHASTIC_ACCEPT_ENV, BLOCK_VERIFY_ENV)}
     try:
         for name, note, cfg, has_q, stochastic, want in cases:
             out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want))
+        block_cases = [
+            ("block", "stochastic and block on, a drafter with q: block verification", tempered,
+             True, True, True, AcceptanceRule.BLOCK),
+            ("block_off", "block off: the stochastic rule", tempered, True, True, False,
+             AcceptanceRule.STOCHASTIC),
+            ("block_without_q", "block on but no q: sampler-match under its own id", tempered,
+             False, True, True, AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION),
+            ("block_switch_off", "stochastic disabled: sampler-match, block or not", tempered,
+             True, False, True, AcceptanceRule.SAMPLER_MATCH),
+            ("block_greedy", "a greedy target gets greedy-argmax, block or not", greedy, True,
+             True, True, AcceptanceRule.GREEDY_ARGMAX),
+        ]
+        for name, note, cfg, has_q, stochastic, block, want in block_cases:
+            out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want, block))
     finally:
-        if saved is not None:
-            os.environ[STOCHASTIC_ACCEPT_ENV] = saved
+        for name, value in saved.items():
+            if value is not None:
+                os.environ[name] = value
     return out
 
 
 def acceptance_rule_vector(name: str, note: str, cfg: SamplerConfig, has_q: bool,
-                           stochastic: bool | None, want: AcceptanceRule) -> Vector:
-    got = acceptance_rule(cfg, drafter_has_distribution=has_q, stochastic=stochastic)
+                           stochastic: bool | None, want: AcceptanceRule,
+                           block: bool | None = None) -> Vector:
+    got = acceptance_rule(cfg, drafter_has_distribution=has_q, stochastic=stochastic,
+                          block=block)
     check_equal(name, got, want)
-    return vector(name, note, {"target_config": encode_config(cfg),
-                               "drafter_has_distribution": has_q, "stochastic": stochastic},
-                  {"rule": got.value}, 0.0)
+    inputs: dict[str, Json] = {"target_config": encode_config(cfg),
+                               "drafter_has_distribution": has_q, "stochastic": stochastic}
+    if block is not None:
+        inputs["block"] = block
+    return vector(name, note, inputs, {"rule": got.value}, 0.0)
 
 
 DOUBLE_ATOL = 1e-12

@@ -34,8 +34,9 @@ def add_parser(commands: Any) -> None:
     add_run_arguments(generate, tokens=200)
     add_sampler_arguments(generate)
     generate.add_argument(
-        "--rule", choices=("auto", "stochastic", "sampler-match"), default="auto",
-        help="auto: stochastic unless SPECACCEPT_STOCHASTIC_ACCEPT disables it",
+        "--rule", choices=("auto", "stochastic", "sampler-match", "block"), default="auto",
+        help="auto: stochastic unless SPECACCEPT_STOCHASTIC_ACCEPT disables it; "
+        "block: block verification (the round's drafts verified jointly)",
     )
     generate.add_argument("--no-draft", action="store_true", help="target only, for A/B")
     generate.add_argument("--diag", action="store_true", help="report the closed forms")

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 DEFAULT_PROMPTS = ("ROMEO:\n", "First Citizen:\n", "KING RICHARD III:\n", "JULIET:\nO, ")
-RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match")
+RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match", "block")
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,23 @@ class TableRow:
     ratio: float
     per_position_acceptance: float
     closed_form_of_rule: float
+    """Σ min or Σ p·q per position; for block, E[accepted | drafts] per round."""
     standard_error: float
     z_score: float
     mean_accepted_len: float
     positions_tested: int
     rounds: int
     generated: int
+    closed_form_accepted_len: float = 0.0
+    """E[accepted | drafts] per round under the rule that ran, averaged over the rounds."""
+    accepted_len_standard_error: float = 0.0
+    """sqrt(Σ Var[accepted | drafts]) / rounds, the s.e. of mean_accepted_len."""
+    accepted_len_z: float = 0.0
+    """(mean_accepted_len - closed_form_accepted_len) / accepted_len_standard_error."""
+    closed_form_block: float = 0.0
+    """E[accepted | drafts] per round that block verification has on the same drafts."""
+    per_position: bool = True
+    """Whether the rule decides per position, so the per-position columns test it."""
 
 
 def add_parser(commands: Any) -> None:
@@ -68,6 +79,10 @@ def add_parser(commands: Any) -> None:
         "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
     )
     table.add_argument("--prompts", nargs="+", default=None, help="default: built-in prompts")
+    table.add_argument(
+        "--rules", nargs="+", choices=RULES, default=list(RULES),
+        help="the rules to measure, on the same prompts and seeds",
+    )
     table.add_argument(
         "--repeats", type=positive_int, default=1,
         help="runs per prompt, seeds --seed + run (the demo pair's context caps one run)",
@@ -110,13 +125,13 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     prompts = _prompts(args)
     encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in prompts]
     progress = progress_bar(
-        len(args.temperatures) * len(RULES) * len(prompts) * args.repeats, "table",
+        len(args.temperatures) * len(args.rules) * len(prompts) * args.repeats, "table",
         quiet=args.json_path is not None,
     )
     rows = []
     for temperature in args.temperatures:
         config = sampler_config(args, temperature=temperature)
-        for requested in RULES:
+        for requested in args.rules:
             generator = SpeculativeGenerator(
                 pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
                 rule=requested, diagnostics=True,
@@ -137,11 +152,16 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 pooled.generated += run.generated
                 pooled.sum_min_total += run.sum_min_total
                 pooled.sum_prod_total += run.sum_prod_total
+                pooled.accepted_len_total += run.accepted_len_total
+                pooled.accepted_len_variance_total += run.accepted_len_variance_total
+                pooled.block_len_total += run.block_len_total
                 progress.set_postfix_str(f"T={temperature} {requested}")
                 progress.update()
             expected = (pooled.closed_form_sum_min if pooled.rule is AcceptanceRule.STOCHASTIC
                         else pooled.closed_form_sum_prod)
             alpha, n = pooled.per_position_acceptance, pooled.positions_tested
+            round_error = (math.sqrt(pooled.accepted_len_variance_total) / pooled.rounds
+                           if pooled.rounds else 0.0)
             rows.append(TableRow(
                 temperature=temperature,
                 requested_rule=requested,
@@ -151,31 +171,62 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
                 ratio=(pooled.closed_form_sum_min / pooled.closed_form_sum_prod
                        if pooled.closed_form_sum_prod > 0 else math.inf),
                 per_position_acceptance=alpha,
-                closed_form_of_rule=expected,
-                standard_error=(se := _standard_error(expected, n)),
-                z_score=_z_score(alpha - expected, se),
+                # Block verification decides per round: its closed form is E[kept | drafts].
+                closed_form_of_rule=(pooled.closed_form_accepted_len
+                                     if pooled.rule.verifies_jointly else expected),
+                standard_error=(round_error if pooled.rule.verifies_jointly
+                                else (se := _standard_error(expected, n))),
+                z_score=(pooled.accepted_len_z if pooled.rule.verifies_jointly
+                         else _z_score(alpha - expected, se)),
                 mean_accepted_len=pooled.mean_accepted_len,
                 positions_tested=n,
                 rounds=pooled.rounds,
                 generated=pooled.generated,
+                closed_form_accepted_len=pooled.closed_form_accepted_len,
+                accepted_len_standard_error=round_error,
+                accepted_len_z=pooled.accepted_len_z,
+                closed_form_block=pooled.closed_form_block,
+                per_position=not pooled.rule.verifies_jointly,
             ))
     progress.close()
     return rows
 
 
 def render_markdown(rows: list[TableRow]) -> str:
-    """The rows as a Markdown table."""
+    """The rows as two Markdown tables: per position, then per round."""
     lines = [
+        "Per position (the rules that decide each position alone):",
+        "",
         "| temperature | rule | closed_form_sum_min | closed_form_sum_prod | ratio "
         "| per_position_acceptance | ± s.e. | z | mean_accepted_len | positions_tested |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for r in (row for row in rows if row.per_position):
         lines.append(
             f"| {r.temperature:g} | {r.rule} | {r.closed_form_sum_min:.4f} "
             f"| {r.closed_form_sum_prod:.4f} | {r.ratio:.2f}x | {r.per_position_acceptance:.4f} "
             f"| {r.standard_error:.4f} | {r.z_score:+.2f} | {r.mean_accepted_len:.4f} "
             f"| {r.positions_tested} |"
+        )
+    lines += [
+        "",
+        "Per round: drafts kept against the closed form E[accepted | drafts] of the rule that "
+        "ran, and what block verification keeps on the same drafts (same prompts and seeds "
+        "for every rule):",
+        "",
+        "| temperature | rule | mean_accepted_len | closed form | ± s.e. | z "
+        "| block closed form on these drafts | vs stochastic | rounds |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    stochastic = {r.temperature: r.mean_accepted_len for r in rows
+                  if r.requested_rule == "stochastic"}
+    for r in rows:
+        base = stochastic.get(r.temperature)
+        versus = f"{r.mean_accepted_len / base:.3f}x" if base else ""
+        lines.append(
+            f"| {r.temperature:g} | {r.rule} | {r.mean_accepted_len:.4f} "
+            f"| {r.closed_form_accepted_len:.4f} | {r.accepted_len_standard_error:.4f} "
+            f"| {r.accepted_len_z:+.2f} | {r.closed_form_block:.4f} | {versus} | {r.rounds} |"
         )
     return "\n".join(lines)
 
@@ -193,7 +244,9 @@ def measurement_table(args: argparse.Namespace) -> int:
         f"k={args.num_draft_tokens}, seeds {args.seed}..{last_seed}; "
         f"device {mx.default_device()}, BLAS: {blas_in_use()}. z = (measured - closed form of "
         "the rule that ran) / s.e., where s.e. = sqrt(a(1-a)/n) from that closed form a: an "
-        "upper bound on the spread, so |z| < 4 is what a correct rule reads.\n"
+        "upper bound on the spread, so |z| < 4 is what a correct rule reads. Per round, "
+        "z = (accepted - Σ E[accepted | drafts]) / sqrt(Σ Var[accepted | drafts]), exact "
+        "given each round's drafts.\n"
     )
     print(render_markdown(rows))
     if args.json_path:

@@ -17,6 +17,7 @@ from specaccept.core.sampling import SamplerConfig, sample_from_distribution
 from specaccept.core.validation import Scalar
 
 __all__ = [
+    "BLOCK_VERIFY_ENV",
     "STOCHASTIC_ACCEPT_ENV",
     "AcceptanceRule",
     "BlockVerdict",
@@ -31,6 +32,8 @@ __all__ = [
 
 STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
 """The environment variable `acceptance_rule` reads when `stochastic` is None."""
+BLOCK_VERIFY_ENV = "SPECACCEPT_BLOCK_VERIFY"
+"""The environment variable `acceptance_rule` reads when `stochastic` and `block` are None."""
 
 _ENABLED = frozenset({"1", "true", "yes", "on"})
 _DISABLED = frozenset({"0", "false", "no", "off"})
@@ -135,8 +138,9 @@ class AcceptanceRule(enum.Enum):
         return self is AcceptanceRule.BLOCK
 
 
-def _stochastic_from_environment() -> bool:
-    raw = os.environ.get(STOCHASTIC_ACCEPT_ENV)
+def _switch_from_environment(name: str) -> bool:
+    """An on/off switch: unset is on; anything but 1/true/yes/on or 0/false/no/off raises."""
+    raw = os.environ.get(name)
     if raw is None:
         return True
     value = raw.strip().lower()
@@ -144,9 +148,7 @@ def _stochastic_from_environment() -> bool:
         return True
     if value in _DISABLED:
         return False
-    raise ValueError(
-        f"{STOCHASTIC_ACCEPT_ENV} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}"
-    )
+    raise ValueError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
 def acceptance_rule(
@@ -154,20 +156,29 @@ def acceptance_rule(
     *,
     drafter_has_distribution: bool,
     stochastic: bool | None = None,
+    block: bool | None = None,
 ) -> AcceptanceRule:
     """Choose the rule for a target sampler and a drafter.
 
     A greedy target gets greedy-argmax. Otherwise stochastic acceptance, when
     enabled, needs the drafter's q; without it the rule is the (equally
-    lossless) sampler-match, under its own id so a log shows why. With
-    `stochastic=None` the switch is read from ``SPECACCEPT_STOCHASTIC_ACCEPT``:
-    unset enables it, ``0/false/no/off`` disables and ``1/true/yes/on`` enables
-    (case- and whitespace-insensitive); any other value raises ValueError.
+    lossless) sampler-match, under its own id so a log shows why. With q, the
+    rule is block verification when `block` is on, else the stochastic rule.
+
+    With `stochastic=None` (the automatic choice) the switches are read from the
+    environment: ``SPECACCEPT_STOCHASTIC_ACCEPT``, and, unless `block` is given,
+    ``SPECACCEPT_BLOCK_VERIFY``. Unset enables a switch, ``0/false/no/off``
+    disables and ``1/true/yes/on`` enables (case- and whitespace-insensitive); any
+    other value raises ValueError. An explicit `stochastic` asks for that rule and
+    reads neither variable: `block` then defaults to off.
 
     >>> acceptance_rule(SamplerConfig(temperature=0.0), drafter_has_distribution=True).value
     'greedy-argmax'
     >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=True).value
     'stochastic'
+    >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=True,
+    ...                 block=True).value
+    'block'
     >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=False, stochastic=True).value
     'sampler-match-no-proposal-distribution'
     >>> acceptance_rule(SamplerConfig(), drafter_has_distribution=True, stochastic=False).value
@@ -183,14 +194,19 @@ def acceptance_rule(
         )
     if stochastic is not None and not isinstance(stochastic, bool):
         raise TypeError(f"stochastic must be a bool or None, got {stochastic!r}")
-    # Read the switch first, so that a bad value is an error at every temperature.
-    enabled = _stochastic_from_environment() if stochastic is None else stochastic
+    if block is not None and not isinstance(block, bool):
+        raise TypeError(f"block must be a bool or None, got {block!r}")
+    # Read the switches first, so that a bad value is an error at every temperature.
+    automatic = stochastic is None
+    enabled = _switch_from_environment(STOCHASTIC_ACCEPT_ENV) if automatic else stochastic
+    if block is None:
+        block = _switch_from_environment(BLOCK_VERIFY_ENV) if automatic else False
     if target_config.is_greedy:
         return AcceptanceRule.GREEDY_ARGMAX
     if not enabled:
         return AcceptanceRule.SAMPLER_MATCH
     if drafter_has_distribution:
-        return AcceptanceRule.STOCHASTIC
+        return AcceptanceRule.BLOCK if block else AcceptanceRule.STOCHASTIC
     return AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION
 
 

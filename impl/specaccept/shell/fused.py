@@ -39,6 +39,7 @@ from specaccept.core.acceptance import (
     accept_draft_token,
     residual_distribution,
 )
+from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
 __all__ = [
@@ -127,6 +128,8 @@ def fused_verify_block(
 
     The same steps as the reference, with `draw_from_distribution` for the draw.
     """
+    if rule.verifies_jointly:
+        raise ValueError(f"rule {rule.value!r} is verify_drafts_jointly, not verify_block")
     k = draft_tokens.shape[0]
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
@@ -293,7 +296,13 @@ class FusedSampler:
             logits: mx.array, draft_probs: mx.array, tokens: mx.array, uniforms: mx.array
         ) -> tuple[mx.array, ...]:
             probs = effective_token_distribution(logits, config)
-            verdict = fused_verify_block(rule, probs, draft_probs, tokens, uniforms)
+            if rule.verifies_jointly:
+                # Block verification runs the core function itself: the same values, with
+                # the fused rows and codes around it.
+                joint = verify_drafts_jointly(probs, draft_probs, tokens, uniforms)
+                verdict: tuple[mx.array, mx.array] = (joint.num_accepted, joint.next_token)
+            else:
+                verdict = fused_verify_block(rule, probs, draft_probs, tokens, uniforms)
             return (*verdict, probs, invalid_row_codes(logits, probs))
 
         def without_proposal(

@@ -2,9 +2,9 @@
 
 A round drafts k tokens with the drafter's sampler (keeping each draft's law q
 lazy), forwards ``[current, d0 .. d(k-1)]`` through the target once, builds the
-target rows with the drafts in their history, lets `verify_block` decide, and
-evaluates once. Every decision is a core function; this module only moves
-tokens, caches and counters.
+target rows with the drafts in their history, lets `verify_block` decide (or
+`verify_drafts_jointly`, under block verification), and evaluates once. Every
+decision is a core function; this module only moves tokens, caches and counters.
 
 Models are anything mlx-lm runs: ``model(tokens[None], cache=cache)`` returns
 ``[1, T, V]`` logits and `mlx_lm.models.cache.make_prompt_cache` builds the
@@ -14,6 +14,7 @@ caches, which must be trimmable.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from specaccept.core.acceptance import (
     acceptance_rule,
     verify_block,
 )
+from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampling import (
@@ -51,8 +53,9 @@ __all__ = [
 
 logger = logging.getLogger("specaccept")
 
-RuleChoice = Literal["auto", "stochastic", "sampler-match"]
-"""How the rule is chosen: by `acceptance_rule` (auto) or forced off/on."""
+RuleChoice = Literal["auto", "stochastic", "sampler-match", "block"]
+"""How the rule is chosen: by `acceptance_rule` (auto), forced off/on, or block verification."""
+RULE_CHOICES: tuple[RuleChoice, ...] = ("auto", "stochastic", "sampler-match", "block")
 
 Model = Callable[..., mx.array]
 
@@ -120,6 +123,12 @@ class SpeculativeStats:
     diagnostics: bool = False
     sum_min_total: float = 0.0
     sum_prod_total: float = 0.0
+    accepted_len_total: float = 0.0
+    """Σ over rounds of E[accepted | the round's drafts] under the rule that ran."""
+    accepted_len_variance_total: float = 0.0
+    """Σ over rounds of Var[accepted | the round's drafts] under the rule that ran."""
+    block_len_total: float = 0.0
+    """Σ over rounds of E[accepted | the round's drafts] under block verification."""
 
     @property
     def per_position_acceptance(self) -> float:
@@ -146,6 +155,29 @@ class SpeculativeStats:
         """Σ p·q averaged over the tested positions (diagnostics only)."""
         return self.sum_prod_total / self.positions_tested if self.positions_tested else 0.0
 
+    @property
+    def closed_form_accepted_len(self) -> float:
+        """E[accepted | drafts] of the rule that ran, per round (diagnostics only)."""
+        return self.accepted_len_total / self.rounds if self.rounds else 0.0
+
+    @property
+    def closed_form_block(self) -> float:
+        """E[accepted | drafts] under block verification on the same drafts, per round."""
+        return self.block_len_total / self.rounds if self.rounds else 0.0
+
+    @property
+    def accepted_len_z(self) -> float:
+        """(accepted - Σ E[accepted | drafts]) / sqrt(Σ Var[accepted | drafts]).
+
+        Given each round's drafts, its accepted count has the closed-form law the
+        sums read, so the numerator is a martingale with that variance: |z| < 4 is
+        what a correct rule reads.
+        """
+        difference = self.accepted - self.accepted_len_total
+        if self.accepted_len_variance_total > 0:
+            return float(difference / math.sqrt(self.accepted_len_variance_total))
+        return 0.0 if abs(difference) < 1e-6 else math.copysign(math.inf, difference)
+
     def summary_line(self) -> str:
         """The stable, greppable one-line summary of the run."""
         line = (
@@ -160,6 +192,8 @@ class SpeculativeStats:
             line += (
                 f" closed_form_sum_min={self.closed_form_sum_min:.4f}"
                 f" closed_form_sum_prod={self.closed_form_sum_prod:.4f}"
+                f" closed_form_accepted_len={self.closed_form_accepted_len:.4f}"
+                f" closed_form_block={self.closed_form_block:.4f}"
             )
         return line
 
@@ -342,13 +376,17 @@ class SpeculativeGenerator:
         target_config: the target's sampler; it defines the output law.
         draft_config: the drafter's sampler (default: the target's).
         num_draft_tokens: k, drafts per round (>= 1).
-        rule: "auto" chooses with `acceptance_rule` (stochastic at temperature > 0
-            unless ``SPECACCEPT_STOCHASTIC_ACCEPT`` disables it); "stochastic" and
-            "sampler-match" force the switch. A greedy target is always greedy-argmax.
+        rule: "auto" chooses with `acceptance_rule` (block verification at
+            temperature > 0 unless ``SPECACCEPT_BLOCK_VERIFY`` turns it into the
+            stochastic rule or ``SPECACCEPT_STOCHASTIC_ACCEPT`` into sampler-match);
+            "stochastic", "sampler-match" and "block" force a rule and read neither
+            variable. A greedy target is always greedy-argmax.
         eos_token_ids: generation stops at the first of these emitted.
         check_caches: after every round, assert both cache offsets equal the
             number of tokens before the next current token.
-        diagnostics: accumulate Σ min(p, q) and Σ p·q over the tested positions.
+        diagnostics: accumulate Σ min(p, q) and Σ p·q over the tested positions, and
+            per round E[accepted | drafts] (and its variance) under the rule that ran
+            and under block verification.
         prefill_step_size: prompt tokens per prefill forward.
         round_observer: called with a `RoundObservation` after every round (for
             tracing; it costs one extra read-back of the round's rows).
@@ -391,9 +429,9 @@ class SpeculativeGenerator:
         k = self.num_draft_tokens
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"num_draft_tokens must be an int >= 1, got {k!r}")
-        if self.rule not in ("auto", "stochastic", "sampler-match"):
+        if self.rule not in RULE_CHOICES:
             raise ValueError(
-                f"rule must be one of 'auto', 'stochastic', 'sampler-match', got {self.rule!r}"
+                f"rule must be one of {', '.join(map(repr, RULE_CHOICES))}, got {self.rule!r}"
             )
         self.eos_token_ids = _check_eos_token_ids(self.eos_token_ids)
         self.vocab_size = vocab_size_of(self.target)
@@ -406,9 +444,11 @@ class SpeculativeGenerator:
         # Refuse a non-trimmable cache now, before a prompt is prefilled.
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
-        stochastic = {"auto": None, "stochastic": True, "sampler-match": False}[self.rule]
+        stochastic = {"auto": None, "stochastic": True, "sampler-match": False,
+                      "block": True}[self.rule]
         self.acceptance_rule = acceptance_rule(
-            self.target_config, drafter_has_distribution=True, stochastic=stochastic
+            self.target_config, drafter_has_distribution=True, stochastic=stochastic,
+            block=True if self.rule == "block" else None,
         )
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
@@ -644,6 +684,7 @@ class SpeculativeGenerator:
             dtype=mx.float32,
         )
         needed_q = proposal if rule.needs_proposal_distribution else None
+        joint = None
         if fused is not None:
             fused_verdict = fused.verify_round(
                 rule, target_logits, needed_q, draft_tokens, uniforms
@@ -652,7 +693,12 @@ class SpeculativeGenerator:
             target_probs, target_invalid = fused_verdict.target_probs, fused_verdict.invalid
         else:
             target_probs = self._target_rows(target_logits, history, drafts)
-            verdict = verify_block(rule, target_probs, needed_q, draft_tokens, uniforms)
+            if rule.verifies_jointly:
+                assert proposal is not None
+                joint = verify_drafts_jointly(target_probs, proposal, draft_tokens, uniforms)
+                verdict = BlockVerdict(joint.num_accepted, joint.next_token)
+            else:
+                verdict = verify_block(rule, target_probs, needed_q, draft_tokens, uniforms)
             target_invalid = _invalid_rows(target_logits, target_probs)
         draft_invalid = mx.concatenate(draft_checks)
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
@@ -662,7 +708,12 @@ class SpeculativeGenerator:
         if self.diagnostics:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
-            outputs += [forms.sum_min, forms.sum_prod]
+            if joint is None:
+                joint = verify_drafts_jointly(target_probs, proposal, draft_tokens, uniforms)
+            block_survival = _survival(joint.accepted_length_law)
+            survival = (block_survival if rule.verifies_jointly
+                        else _token_survival(rule, target_probs[:k], proposal, draft_tokens))
+            outputs += [forms.sum_min, forms.sum_prod, survival, block_survival]
         if self.round_observer is not None:
             assert proposal is not None
             outputs += [target_probs, proposal, uniforms]
@@ -680,6 +731,15 @@ class SpeculativeGenerator:
         if self.diagnostics:
             stats.sum_min_total += sum(values[5][:tested])
             stats.sum_prod_total += sum(values[6][:tested])
+            # P(accepted >= i | drafts), i = 1..k: the mean is their sum, and
+            # E[accepted^2] = Σ (2i - 1) P(accepted >= i).
+            survival = values[7]
+            mean = sum(survival)
+            stats.accepted_len_total += mean
+            stats.accepted_len_variance_total += max(
+                sum((2 * i + 1) * s for i, s in enumerate(survival)) - mean * mean, 0.0
+            )
+            stats.block_len_total += sum(values[8])
 
         if self.round_observer is not None:
             self._observed = (*values[-3:-1], draft_values, values[-1], accepted)
@@ -687,6 +747,33 @@ class SpeculativeGenerator:
         _trim(target_cache, plan.target_trim, "target")
         _trim(draft_cache, plan.draft_trim, "drafter")
         return [*draft_values[:accepted], next_token], plan.draft_backfill
+
+
+def _survival(law: mx.array) -> mx.array:
+    """P(tau >= i), i = 1..k, from the law of tau over 0..k."""
+    return mx.cumsum(law[::-1])[::-1][1:]
+
+
+def _token_survival(
+    rule: AcceptanceRule, target_probs: mx.array, draft_probs: mx.array, draft_tokens: mx.array
+) -> mx.array:
+    """P(accepted >= i | drafts), i = 1..k, for a rule that verifies token by token.
+
+    Position j keeps its draft t with probability c_j given t: min(1, p(t)/q(t)) for
+    stochastic (0 when p(t) = 0, 1 when q(t) = 0 < p(t)), p(t) for sampler-match (the
+    target's draw equals t), [t = argmax p] for greedy-argmax; the prefix survives
+    position i with probability c_1 ... c_i.
+    """
+    p_t = mx.take_along_axis(target_probs, draft_tokens[:, None], axis=-1)[:, 0]
+    if rule is AcceptanceRule.STOCHASTIC:
+        q_t = mx.take_along_axis(draft_probs, draft_tokens[:, None], axis=-1)[:, 0]
+        ratio = mx.minimum(p_t / mx.where(q_t > 0, q_t, 1.0), 1.0)
+        keep = mx.where(p_t > 0, mx.where(q_t > 0, ratio, 1.0), 0.0)
+    elif rule is AcceptanceRule.GREEDY_ARGMAX:
+        keep = (mx.argmax(target_probs, axis=-1) == draft_tokens).astype(mx.float32)
+    else:
+        keep = p_t
+    return mx.cumprod(keep)
 
 
 def target_only_generate(

@@ -16,6 +16,7 @@ from typing import Any
 import mlx.core as mx
 
 from specaccept.core.acceptance import AcceptanceRule, verify_block
+from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
 __all__ = ["forward_costs", "kernels_in_graph", "mlx_lm_arms", "sampler_kernel_counts"]
@@ -58,6 +59,10 @@ def forward_costs(
 
     def verify(rule: AcceptanceRule) -> None:
         rows = effective_token_distribution(block_logits, config)
+        if rule.verifies_jointly:
+            joint = verify_drafts_jointly(rows, q_rows, drafts, uniforms)
+            mx.eval(joint.num_accepted, joint.next_token)
+            return
         verdict = verify_block(
             rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts, uniforms
         )
@@ -69,6 +74,7 @@ def forward_costs(
         "drafter_1": lambda: forward(drafter, draft_cache, one),
         "verify_stochastic": lambda: verify(AcceptanceRule.STOCHASTIC),
         "verify_sampler-match": lambda: verify(AcceptanceRule.SAMPLER_MATCH),
+        "verify_block": lambda: verify(AcceptanceRule.BLOCK),
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(3):
@@ -161,7 +167,13 @@ def sampler_kernel_counts(
         token, law = sample_token_with_distribution(draft_logits[0], config, (), u)
         core_step = (token, law, _invalid_rows(draft_logits[:1], law[None]))
         target_probs = effective_token_distribution(target_logits, config)
-        core_verdict = verify_block(rule, target_probs, q, tokens, uniforms)
+        if rule.verifies_jointly:
+            assert q is not None
+            joint = verify_drafts_jointly(target_probs, q, tokens, uniforms)
+            core_verdict: tuple[mx.array, mx.array] = (joint.num_accepted, joint.next_token)
+        else:
+            verdict = verify_block(rule, target_probs, q, tokens, uniforms)
+            core_verdict = (verdict.num_accepted, verdict.next_token)
         core_round = kernels_in_graph(*core_verdict, _invalid_rows(target_logits, target_probs))
         fused_step = fused.draft_step(draft_logits[0], u)
         fused_verdict = fused.verify_round(rule, target_logits, q, tokens, uniforms)
