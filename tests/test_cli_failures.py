@@ -201,7 +201,7 @@ def test_ctrl_c_prints_the_partial_summary_and_exits_130() -> None:
     stdout = out.decode()
     assert process.returncode == 130, err.decode()
     assert "Traceback" not in err.decode()
-    assert "[Speculative acceptance] rule=stochastic" in stdout
+    assert "[Speculative acceptance] rule=block" in stdout
     assert stdout.rstrip().splitlines()[-1].endswith("interrupted=true"), stdout[-300:]
     # The run reached past the demo pair's 256-token context: the warning said so.
     assert "max_position_embeddings (256)" in err.decode()
