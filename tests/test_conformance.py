@@ -72,8 +72,9 @@ def test_block_verification_stopping_at_the_first_failure_fails_the_replay(
 
     monkeypatch.setattr(generator_module, "verify_drafts_jointly",
                         joint_verification(longest_prefix=False))
-    generator = SpeculativeGenerator(
-        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule="block"
+    generator = SpeculativeGenerator(  # the core path, where the variant was injected
+        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule="block",
+        fast_path=False,
     )
     stream = io.StringIO()
     trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -15,6 +16,7 @@ from specaccept import (
     SpeculativeGenerator,
     load_pair,
     verify_block,
+    verify_drafts_jointly,
 )
 
 pytest.importorskip("mlx_lm")
@@ -41,12 +43,18 @@ def test_observations_replay_and_tile_the_stream(temperature: float) -> None:
         if k == 0:
             continue
         assert observation.draft_probs is not None
-        verdict = verify_block(
-            observation.rule, mx.array(observation.target_probs),
-            mx.array(observation.draft_probs)
-            if observation.rule.needs_proposal_distribution else None,
-            mx.array(observation.draft_tokens), mx.array(observation.uniforms),
-        )
+        if observation.rule.verifies_jointly:  # block verification, the default at T > 0
+            verdict: Any = verify_drafts_jointly(
+                mx.array(observation.target_probs), mx.array(observation.draft_probs),
+                mx.array(observation.draft_tokens), mx.array(observation.uniforms),
+            )
+        else:
+            verdict = verify_block(
+                observation.rule, mx.array(observation.target_probs),
+                mx.array(observation.draft_probs)
+                if observation.rule.needs_proposal_distribution else None,
+                mx.array(observation.draft_tokens), mx.array(observation.uniforms),
+            )
         assert verdict.num_accepted.item() == observation.num_accepted
         expected = [*observation.draft_tokens[: observation.num_accepted],
                     verdict.next_token.item()]
