@@ -170,8 +170,8 @@ class SpeculativeStats:
         """(accepted - Σ E[accepted | drafts]) / sqrt(Σ Var[accepted | drafts]).
 
         Given each round's drafts, its accepted count has the closed-form law the
-        sums read, so the numerator is a martingale with that variance: |z| < 4 is
-        what a correct rule reads.
+        sums read, so the numerator is a martingale with that variance: a correct
+        rule reads a z within 4 of zero.
         """
         difference = self.accepted - self.accepted_len_total
         if self.accepted_len_variance_total > 0:
