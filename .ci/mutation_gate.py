@@ -358,7 +358,10 @@ def report(
     lines = ["Produced by:", "", "```sh", command, "```", ""]
     lines.append(f"{len(mutants)} mutants, {jobs} parallel jobs, {seconds:.0f} s wall in all.")
     if tests is not None:
-        lines.append(f"The whole suite is CI's pytest step: {tests} tests and doctests.")
+        lines.append(f"The whole suite is CI's pytest step, {tests} tests and doctests, less "
+                     f"`{GATE_TEST}` (it runs gates of its own). Each mutant runs the vector "
+                     "replays and the core's tests first, then the rest only if they miss it; "
+                     "the first failing test is named.")
     lines.append("")
     if suite is not None:
         lines.append(f"- Killed by {suite_label}: {score(suite)}")
