@@ -76,6 +76,7 @@ SLOW_LAST = (
 )
 FAST_FIRST = (
     "tests/test_golden_vectors.py",
+    "tests/test_fused.py",  # the fast path's own oracle: kills its mutants in seconds
     "proofs/test_closed_forms.py",
     "proofs/test_ceiling_lp.py",
 )
