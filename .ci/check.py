@@ -43,6 +43,8 @@ def main() -> None:
         step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
              "doctest", "docs", "docs/_build/doctest")
+    # Last: the longest step, and it relies on the suite above passing on the unmutated tree.
+    step("mutation gate", python, ".ci/mutation_gate.py", "--jobs", "2")
     print("\nall checks passed")
 
 
