@@ -576,8 +576,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draw's exact law on the uniform grid ------------------------------------------
     mutant(
         "grid-counts-inclusive", DRAW_LAW,
-        "below = on_grid & (uniforms * total < partial_sums[:, None])",
-        "below = on_grid & (uniforms * total <= partial_sums[:, None])",
+        "below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total < partial_sums)",
+        "below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total <= partial_sums)",
         "grid points on a breakpoint credited to the id before it, unlike the draw",
     ),
     # --- the fused fast path (a second implementation of the draw and the round) -----------

@@ -57,6 +57,10 @@ EDGE_CASES = {
     # below one grid step, an unnormalized total.
     "absorbed and sub-grid": [0.0, 1.0, 2.0**-30, 0.0, 3e-8, 0.5, 1e-9, 0.1],
     "non-dyadic thirds": [0.1, 1 / 3, 0.0, 1 / 3, 0.2333],
+    # a subnormal total: u * total takes few distinct values, so the breakpoints lie far
+    # from the real quotient's estimate (a window search around it got these wrong).
+    "subnormal total": [2.0**-149, 2.0**-149, 0.0],
+    "subnormal mixed": [2.0**-140, 0.0, 3 * 2.0**-149, 2.0**-130],
 }
 
 

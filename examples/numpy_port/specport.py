@@ -666,7 +666,7 @@ def expected_speedup(alpha: object, k: object, c: object, *, verify_cost: object
 # --- grid_draw_counts (spec/grid_draw_counts.md) -------------------------------------------
 
 UNIFORM_GRID_SIZE = 1 << 24
-WINDOW = np.arange(-4, 4, dtype=np.int64)
+BISECTION_STEPS = 25
 
 
 def grid_draw_counts(probs: object) -> Array:
@@ -675,12 +675,15 @@ def grid_draw_counts(probs: object) -> Array:
     positive = probs > 0
     partial_sums = np.cumsum(probs, dtype=F32)
     total = partial_sums[-1]
-    estimate = np.ceil((partial_sums / total) * F32(UNIFORM_GRID_SIZE)).astype(np.int64)
-    candidates = estimate[:, None] + WINDOW[None, :]
-    on_grid = (candidates >= 0) & (candidates < UNIFORM_GRID_SIZE)
-    uniforms = candidates.astype(F32) * F32(1.0 / UNIFORM_GRID_SIZE)
-    below = on_grid & (uniforms * total < partial_sums[:, None])
-    below_count = np.clip(estimate + WINDOW[0], 0, UNIFORM_GRID_SIZE) + below.sum(axis=-1)
+    low = np.zeros(vocab_size, dtype=np.int64)
+    high = np.full(vocab_size, UNIFORM_GRID_SIZE, dtype=np.int64)
+    for _ in range(BISECTION_STEPS):
+        middle = (low + high) // 2
+        uniforms = middle.astype(F32) * F32(1.0 / UNIFORM_GRID_SIZE)
+        below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total < partial_sums)
+        low = np.where(below, middle + 1, low)
+        high = np.where(below, high, middle)
+    below_count = low
     before = np.concatenate([[0], below_count[:-1]])
     counts = np.where(positive, below_count - before, 0)
     last_positive = vocab_size - 1 - int(np.argmax(positive[::-1]))

@@ -1336,8 +1336,8 @@ def searched_grid_counts(probs: Sequence[float]) -> list[int]:
     ``u * total`` (float32) never decreases as the grid index i grows, so the number c_j of
     grid points with ``u * total < S_j`` is found by bisection for each id, exactly; the
     counts follow as in the draw: ids of zero weight get none, the points where no id is
-    eligible go to the last id of positive weight. Independent of the library's windowed
-    estimate.
+    eligible go to the last id of positive weight. Independent of the library's code: one
+    scalar bisection per id in NumPy, where the library bisects every id at once in MLX.
     """
     weights = np.array(probs, dtype=np.float32)
     partial = np.cumsum(weights, dtype=np.float32)
@@ -1382,6 +1382,10 @@ def grid_draw_counts_vectors() -> list[Vector]:
         ("thirds", "total 3: the breakpoints round, and the counts are not 2**24 / 3",
          [1.0, 1.0, 1.0]),
         ("decimal_weights", "a float32 law of decimals", [f32(0.1), f32(0.2), f32(0.3), f32(0.4)]),
+        ("subnormal_total",
+         "total 2**-148: u * total takes few values, so the breakpoint lies far from "
+         "2**24 * S_j / total (an estimate-and-window search misses it by millions)",
+         [2.0**-149, 2.0**-149, 0.0]),
     ]
     out = []
     for name, note, probs in dyadic + brute:

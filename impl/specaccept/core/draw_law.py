@@ -18,12 +18,11 @@ __all__ = ["UNIFORM_GRID_SIZE", "grid_draw_counts"]
 UNIFORM_GRID_SIZE = 1 << 24
 """The uniforms of a run are ``i / 2**24`` for ``i`` in ``[0, 2**24)``: exact in float32."""
 
-_WINDOW_START = -4
-_WINDOW = mx.arange(_WINDOW_START, -_WINDOW_START, dtype=mx.int32)
-"""Grid indices tried around each estimated breakpoint. The estimate is off by at most 1
-(one float32 division), and rounding the product ``u * total`` shifts the breakpoint by at
-most 1 more, so 4 on either side holds the true breakpoint with room to spare (the tests
-compare against the draw itself at every grid point and at every breakpoint)."""
+_BISECTION_STEPS = 25
+"""Halvings that pin a breakpoint among the ``2**24 + 1`` possible counts: 2**25 > 2**24 + 1.
+A search over the whole grid, not a window around an estimate, because near the bottom of
+the float32 range (a subnormal total) the products ``u * total`` are so coarse that an
+estimate from the real quotient can miss the breakpoint by millions of grid points."""
 
 
 def grid_draw_counts(probs: mx.array) -> mx.array:
@@ -67,14 +66,22 @@ def grid_draw_counts(probs: mx.array) -> mx.array:
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)
     total = partial_sums[-1]
-    estimate = mx.ceil(partial_sums / total * UNIFORM_GRID_SIZE).astype(mx.int32)
-    candidates = estimate[:, None] + _WINDOW[None, :]
-    on_grid = (candidates >= 0) & (candidates < UNIFORM_GRID_SIZE)
-    # The draw's own float32 target: u (exact, a multiple of 2**-24) times the total.
-    uniforms = candidates.astype(mx.float32) * (1.0 / UNIFORM_GRID_SIZE)
-    below = on_grid & (uniforms * total < partial_sums[:, None])
-    below_count = mx.clip(estimate + _WINDOW_START, 0, UNIFORM_GRID_SIZE)
-    below_count = below_count + below.astype(mx.int32).sum(axis=-1)
+    # c_j = #{i : fl(i / 2**24 * total) < S_j}, the draw's own float32 comparison. The
+    # product grows with i, so c_j is where that comparison first fails: bisect for it,
+    # every id at once, keeping "grid points below low are below S_j, those from high on
+    # are not" (i = 2**24 is off the grid, so never below).
+    # Zeros computed from partial_sums (which are >= 0), not made from a shape: under
+    # mx.vmap (MLX 0.32) mx.zeros_like and a `&` with an unbatched operand both drop the
+    # batch axis, and the float32 budget maps this function over blocks.
+    low = (partial_sums < 0).astype(mx.int32)
+    high = low + UNIFORM_GRID_SIZE
+    for _ in range(_BISECTION_STEPS):
+        middle = (low + high) // 2
+        uniforms = middle.astype(mx.float32) * (1.0 / UNIFORM_GRID_SIZE)  # exact
+        below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total < partial_sums)
+        low = mx.where(below, middle + 1, low)
+        high = mx.where(below, high, middle)
+    below_count = low
     before = mx.concatenate([mx.zeros((1,), dtype=mx.int32), below_count[:-1]])
     counts = mx.where(positive, below_count - before, 0)
     last_positive = vocab_size - 1 - mx.argmax(positive[::-1], axis=-1)
