@@ -63,8 +63,9 @@ def main() -> None:
     print("\nMilliseconds per forward, medians (min-max):\n")
     print("| model | query tokens | new key/value lengths | the same lengths again | new / again |")
     print("|---|---:|---:|---:|---:|")
-    for label, model, query_lengths in (("target", pair.target, (1, 5)),
-                                        ("drafter", pair.drafter, (1, 2))):
+    models: list[tuple[str, Any, tuple[int, ...]]] = [
+        ("target", pair.target, (1, 5)), ("drafter", pair.drafter, (1, 2))]
+    for label, model, query_lengths in models:
         for query_length in query_lengths:
             cache = make_prompt_cache(model)
             mx.eval(model(mx.array([[3] * args.prompt_length]), cache=cache))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -301,3 +302,18 @@ def test_the_progress_bar_draws_on_a_terminal_stderr_only(
     with progress_bar(3, "piped") as bar:
         bar.update(3)
     assert "piped" not in pipe.getvalue() and capsys.readouterr().out == ""
+
+
+def test_cli_turns_cudnn_attention_off_unless_the_caller_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A speculative round's multi-token forwards meet a new key/value length every round,
+    # and MLX's CUDA backend builds a cuDNN graph per new length (forward_shapes.py).
+    from specaccept.cli.options import CUDNN_ATTENTION_ENV, prefer_shape_free_attention
+
+    monkeypatch.delenv(CUDNN_ATTENTION_ENV, raising=False)
+    prefer_shape_free_attention()
+    assert os.environ[CUDNN_ATTENTION_ENV] == "0"
+    monkeypatch.setenv(CUDNN_ATTENTION_ENV, "1")
+    prefer_shape_free_attention()
+    assert os.environ[CUDNN_ATTENTION_ENV] == "1"

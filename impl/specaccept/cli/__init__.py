@@ -13,7 +13,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from specaccept.cli import bench, conform, generate, table, vectors
+from specaccept.cli import bench, conform, generate, options, table, vectors
 
 __all__ = ["build_parser", "main"]
 
@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # `table` and `bench` print it first, so that each result names its own command.
     args.invocation = shlex.join(["specaccept", *(sys.argv[1:] if argv is None else argv)])
+    options.prefer_shape_free_attention()  # before any model runs: see its docstring
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr, format="%(name)s: %(message)s",

@@ -31,6 +31,7 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    attention_in_use,
     blas_in_use,
     encode_prompt,
     mlx_version,
@@ -272,6 +273,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
             "min_p": config.min_p, "device": str(mx.default_device()),
             "mlx": mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
+            "attention": attention_in_use(),
         },
         tokens_per_second=tokens_per_second,
         seconds_per_round=per_round,
@@ -333,7 +335,8 @@ def render_markdown(result: BenchResult) -> str:
         f"Benchmark: {s['max_tokens']} tokens, k={k}, temperature={s['temperature']}, "
         f"seeds {s['seed']}..{s['seed'] + s['repeats']}, {s['repeats']} interleaved repeats "
         "(medians; the first, warm-up, discarded); "
-        f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}; "
+        f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}, "
+        f"attention: {s.get('attention', 'not recorded')}; "
         f"vocabulary {s['vocab_size']:,}; fused path: target-only step {s['compile']}, "
         "round uncompiled",
         "",

@@ -139,6 +139,31 @@ def print_invocation(args: argparse.Namespace) -> None:
         print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
 
 
+CUDNN_ATTENTION_ENV = "MLX_CUDA_USE_CUDNN_SDPA"
+"""MLX's switch for cuDNN attention on its CUDA backend, read at the first attention call."""
+
+
+def prefer_shape_free_attention() -> None:
+    """On MLX's CUDA backend, attend without cuDNN unless the caller chose otherwise.
+
+    MLX builds a cuDNN attention graph for each new key/value length of a query of
+    more than one token, and a speculative round verifies k + 1 tokens at a length no
+    forward has met before: on an H200 that costs about 65 ms per such forward against
+    12 ms for the forward itself (`benchmarks/forward_shapes.py`,
+    docs/results/forward-shapes-gpu.md). MLX's own fallback attention has no per-shape
+    cost. A value already in the environment wins; on other backends the variable is
+    never read.
+    """
+    os.environ.setdefault(CUDNN_ATTENTION_ENV, "0")
+
+
+def attention_in_use() -> str:
+    """How MLX attends on this device: the cuDNN switch on a GPU, nothing to say on a CPU."""
+    if mx.default_device() != mx.gpu:
+        return "MLX's CPU kernels"
+    return f"{CUDNN_ATTENTION_ENV}={os.environ.get(CUDNN_ATTENTION_ENV, '(unset: cuDNN on)')}"
+
+
 def blas_in_use() -> str:
     """Which BLAS serves MLX's CPU matmuls: an LD_PRELOADed library, or the wheel's own."""
     if mx.default_device() == mx.gpu:
