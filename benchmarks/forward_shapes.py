@@ -57,9 +57,9 @@ def main() -> None:
     from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
     pair = random_pair(args.random_pair)
-    settings = {name: os.environ[name] for name in sorted(os.environ) if name.startswith("MLX_")}
+    switch = os.environ.get("MLX_CUDA_USE_CUDNN_SDPA", "unset")
     print(f"device={mx.default_device()} mlx={version('mlx')} pair={args.random_pair} "
-          f"prompt={args.prompt_length} steps={args.steps} environment={settings or 'default'}")
+          f"prompt={args.prompt_length} steps={args.steps} MLX_CUDA_USE_CUDNN_SDPA={switch}")
     print("\nMilliseconds per forward, medians (min-max):\n")
     print("| model | query tokens | new key/value lengths | the same lengths again | new / again |")
     print("|---|---:|---:|---:|---:|")
