@@ -674,6 +674,9 @@ class SpeculativeGenerator:
         _check_width(target_logits, self.vocab_size, "the target")
         if clock is not None:
             clock.phase("target forward", target_logits)
+        # Launch the target forward now, so that the device runs it while Python builds
+        # the verification below; still no host synchronisation.
+        mx.async_eval(target_logits)  # type: ignore[no-untyped-call]
         proposal = mx.stack(draft_probs) if keep_q else None
         uniforms = mx.array(
             [
