@@ -41,7 +41,7 @@ from specaccept.shell.generator import (
     target_only_generate,
 )
 from specaccept.shell.loading import ModelPair
-from specaccept.shell.profiling import PHASES, RoundClock
+from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import random_pair
 from test_golden_vectors import float_array, sampler_config
 
@@ -361,7 +361,10 @@ def test_a_clock_times_the_round_without_changing_it(small_pair: ModelPair) -> N
         assert plain.stats.rounds - 1 <= clock.rounds <= plain.stats.rounds
     assert set(phased.per_round()) == set(PHASES)
     assert all(seconds > 0 for seconds in phased.per_round().values())
-    assert set(pipelined.per_round()) == {"round", "host sync wait", "host"}
+    per_round = pipelined.per_round()
+    assert set(per_round) == {"round", "host sync wait", "host", *HOST_PARTS}
+    # The parts split the host time: together they are all of it.
+    assert abs(sum(per_round[part] for part in HOST_PARTS) - per_round["host"]) < 1e-6
 
 
 def test_without_a_compiler_the_fast_path_runs_uncompiled_and_says_so(

@@ -371,6 +371,11 @@ def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
 class SpeculativeGenerator:
     """Speculative decoding of `target` with `drafter`, lossless under every rule it picks.
 
+    On MLX's CUDA backend, set ``MLX_CUDA_USE_CUDNN_SDPA=0`` before the first forward
+    (the `specaccept` command does): with cuDNN attention, each multi-token forward at a
+    key/value length not met before builds a graph first, about 63 ms on an H200, and
+    every round has one or two (docs/results/forward-shapes-gpu.md).
+
     Args:
         target, drafter: mlx-lm models with the same vocabulary.
         target_config: the target's sampler; it defines the output law.
@@ -658,10 +663,10 @@ class SpeculativeGenerator:
                 )
                 check = _invalid_rows(logits[None], q[None])
                 draft_history = mx.concatenate([draft_history, token.reshape(1)])
-            if clock is not None:
-                clock.phase("draft sampling", token, q, check)
             # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
             mx.async_eval(token)  # type: ignore[no-untyped-call]
+            if clock is not None:
+                clock.phase("draft sampling", token, q, check)
             drafts.append(token)
             draft_checks.append(check)
             if keep_q:
@@ -672,11 +677,11 @@ class SpeculativeGenerator:
         target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
         target_logits = self.target(target_input[None], cache=target_cache)[0]
         _check_width(target_logits, self.vocab_size, "the target")
-        if clock is not None:
-            clock.phase("target forward", target_logits)
         # Launch the target forward now, so that the device runs it while Python builds
         # the verification below; still no host synchronisation.
         mx.async_eval(target_logits)  # type: ignore[no-untyped-call]
+        if clock is not None:
+            clock.phase("target forward", target_logits)
         proposal = mx.stack(draft_probs) if keep_q else None
         uniforms = mx.array(
             [
