@@ -11,7 +11,9 @@ Fails, naming the page and the offending resource or text, when
   or a relative path that leaves the build directory or names a file that is not there.
   Plain ``<a>`` links may point anywhere: following one is the reader's choice, not a load;
 - a page shows raw TeX delimiters (``\\(``, ``\\)``, ``\\[``, ``\\]``, ``$$``, or a ``$x$``
-  pair) in its visible text outside code and outside the math elements MathJax typesets;
+  pair) in its visible text outside code and outside the math elements MathJax typesets,
+  or a dollar sign right beside a math element (a ``$$`` block MyST typeset but whose
+  delimiters still show);
 - a page holds math elements but loads no MathJax from the build directory.
 
 A reader offline, or behind a proxy, then sees every page as the build wrote it.
@@ -24,7 +26,7 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from bs4 import BeautifulSoup, Comment, Tag
+from bs4 import BeautifulSoup, Comment, NavigableString, Tag
 
 # Elements whose attribute makes the browser fetch something when the page loads.
 LOADING_ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -128,6 +130,15 @@ def page_problems(page: Path, root: Path) -> list[str]:
             continue
         snippet = " ".join(text.split())[:80]
         problems.append(f"raw TeX delimiter in visible text: {snippet!r}")
+
+    for math in soup.find_all(class_="math"):
+        # A display block that MyST read as inline math inside a list item renders typeset,
+        # with the dollar signs of its `$$` delimiters still showing on either side.
+        before, after = math.previous_sibling, math.next_sibling
+        if (isinstance(before, NavigableString) and before.rstrip().endswith("$")) or (
+            isinstance(after, NavigableString) and after.lstrip().startswith("$")
+        ):
+            problems.append(f"dollar sign beside typeset math: {math.get_text()[:60]!r}")
 
     if soup.find(class_="math"):
         scripts = [s.get("src") for s in soup.find_all("script")]

@@ -105,6 +105,19 @@ def test_raw_tex_in_visible_text_fails(tmp_path: Path, planted: str) -> None:
     assert "raw TeX delimiter" in problems[0]
 
 
+@pytest.mark.parametrize(
+    "planted",
+    [
+        # What a `$$` block straight after a list item's text rendered as.
+        '<li>the bound is\n$<span class="math notranslate">\\(T \\le 2^{-24}\\)</span>$</li>',
+        '<li>$$<div class="math">\\[x\\]</div></li>',
+    ],
+)
+def test_dollar_signs_around_typeset_math_fail(tmp_path: Path, planted: str) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, body=BODY + planted))
+    assert any("dollar sign beside typeset math" in problem for problem in problems), problems
+
+
 def test_raw_tex_in_the_title_fails(tmp_path: Path) -> None:
     site = write_site(tmp_path)
     page = site / "index.html"
