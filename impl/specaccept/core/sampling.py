@@ -9,8 +9,11 @@ the distribution the rule reasons about cannot drift from the one that drew.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import NamedTuple
 
 import mlx.core as mx
@@ -28,6 +31,10 @@ __all__ = [
 
 _NEG_INF = float("-inf")
 _DRY_PENALTY_CAP = 1e30
+_LONGEST_DIRECT_MATCH = 512
+"""DRY compares match lengths up to this one column per length; beyond it, prefix doubling
+is cheaper (benchmarks/dry.py measures both) and needs O(n) memory, not O(n * length)."""
+_FLOAT32_SMALLEST_NORMAL = 2.0**-126
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: a config real beyond it would become inf in the arithmetic."""
@@ -265,6 +272,63 @@ def _prefix_match_lengths(sequence: mx.array) -> mx.array:
     return length
 
 
+def _capped_prefix_match_lengths(sequence: mx.array, cap: int) -> mx.array:
+    """min(Z[t], cap), Z the Z-array of `sequence`, for t >= 1, `[n]` int32; 1 <= cap <= n.
+
+    Compares every position directly with the first `cap` entries: O(n * cap) work in a
+    fixed handful of lazy steps, which beats prefix doubling while `cap` is small. Entry 0
+    is unused (it holds cap).
+    """
+    n = sequence.shape[0]
+    padded = mx.concatenate([sequence, mx.zeros((cap,), dtype=sequence.dtype)])
+    # following[t, s] = padded[t + s]: a strided view of padded, not a gather.
+    following = mx.as_strided(padded, shape=(n, cap), strides=(1, 1))
+    differs = following != sequence[:cap][None, :]
+    # A last column that always differs, so that a row matching all `cap` entries stops at cap.
+    differs = mx.concatenate([differs, mx.ones((n, 1), dtype=mx.bool_)], axis=1)
+    first_difference = mx.argmax(differs, axis=1)  # argmax returns the first of equal maxima
+    # The padding is not part of the sequence: a match from t ends after n - t entries,
+    # whatever the padding holds.
+    return mx.minimum(first_difference, n - mx.arange(n)).astype(mx.int32)
+
+
+def _float32(value: float) -> float:
+    """`value` rounded to the nearest float32, as MLX rounds a Python float in float32 math."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def _dry_saturation_length(config: SamplerConfig) -> int | None:
+    """The match length from which DRY's penalty is the cap, if it is at most _LONGEST_DIRECT_MATCH.
+
+    The penalty reads a match length L only through L >= allowed and
+    min(multiplier * base ** (L - allowed), cap), in float32. Once the exact
+    multiplier * base ** e reaches twice the cap, a float32 pow within a factor 2 of the exact
+    power (or inf when it overflows) leaves the product at or above the cap for this e and
+    every larger one, so every match at least allowed + e long gets exactly the cap: capping
+    match lengths at allowed + e changes no penalty. The smallest such e is found exactly,
+    in rational arithmetic on the float32 values the graph sees.
+
+    None when that length exceeds _LONGEST_DIRECT_MATCH, and when the float32 multiplier is
+    0 or subnormal (0 * inf is NaN and subnormals may be flushed to 0: no cap to rely on).
+    """
+    allowed = config.dry_allowed_length
+    multiplier, base = _float32(config.dry_multiplier), _float32(config.dry_base)
+    if multiplier < _FLOAT32_SMALLEST_NORMAL or allowed > _LONGEST_DIRECT_MATCH:
+        return None
+    if base == 1.0:
+        return allowed  # pow(1, e) == 1 exactly: every match from `allowed` on gets one penalty
+    power_needed = 2 * Fraction(_float32(_DRY_PENALTY_CAP)) / Fraction(multiplier)
+    # A float estimate of the exponent, then settled exactly.
+    excess = max(0, math.ceil(math.log(power_needed) / math.log(base)))
+    if allowed + excess > _LONGEST_DIRECT_MATCH + 1:
+        return None
+    while Fraction(base) ** excess < power_needed:
+        excess += 1
+    while excess > 0 and Fraction(base) ** (excess - 1) >= power_needed:
+        excess -= 1
+    return allowed + excess if allowed + excess <= _LONGEST_DIRECT_MATCH else None
+
+
 def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> mx.array:
     """The DRY penalty per token, `[V]` float32 (0 where none applies).
 
@@ -277,8 +341,11 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
 
     As in llama.cpp, the match lengths come from the Z-array of the reversed
     window: window[i-L:i] == window[n-L:n] says that the reversed window,
-    read from n - i, matches its own first L entries. That costs
-    O(n log^2 n) instead of the n x n comparison the definition suggests.
+    read from n - i, matches its own first L entries. Matches longer than the
+    saturation length (`_dry_saturation_length`) all get the capped penalty, so
+    they are cut there and compared directly, O(n * length) work; otherwise
+    prefix doubling builds the whole Z-array in O(n log^2 n). Either way the
+    penalty is the one the n x n comparison of the definition gives.
     """
     window = history if config.dry_penalty_last_n == -1 else history[-config.dry_penalty_last_n :]
     n = window.shape[0]
@@ -291,11 +358,26 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     breaker_free = mx.where(
         is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n
     )
+    # No match from t >= 1 is longer than n - 1: a short window needs no saturation.
+    saturation = _dry_saturation_length(config)
+    longest_needed = n - 1 if saturation is None else min(saturation, n - 1)
+    if longest_needed <= _LONGEST_DIRECT_MATCH:
+        prefix_matches = _capped_prefix_match_lengths(reversed_window, longest_needed)
+    else:
+        prefix_matches = _prefix_match_lengths(reversed_window)
     # Candidate i (1 <= i < n) reads Z at n - i.
-    match_length = mx.minimum(_prefix_match_lengths(reversed_window)[::-1][:-1], breaker_free)
+    match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)
     match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)
     candidate_tokens = window[1:]
     longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
+    return _dry_penalty_of_match_length(longest, config)
+
+
+def _dry_penalty_of_match_length(longest: mx.array, config: SamplerConfig) -> mx.array:
+    """multiplier * base ** (L - allowed_length) capped at 1e30 where L >= allowed_length, else 0.
+
+    `longest` holds match lengths L as float32; the result has its shape, float32.
+    """
     exponent = longest - config.dry_allowed_length
     penalty = config.dry_multiplier * mx.power(mx.array(config.dry_base, mx.float32), exponent)
     # Long repeats would overflow float32 to inf; a finite cap excludes the token just as
