@@ -20,6 +20,8 @@ from the library (an unkillable mutant proves nothing about the suite):
 - ``above.sum(...) >= 2`` to ``>= 1`` in XTC: with a single qualifying token the
   cut keeps that token anyway (it is the least likely qualifier).
 - ``0 < top_k < vocab_size`` to ``<= vocab_size``: top-k with k = V keeps all.
+- ``longest_needed <= _LONGEST_DIRECT_MATCH`` to ``<`` in DRY: both ways of computing the
+  match lengths are exact, so only the cost changes.
 - ``precise=True`` to ``False`` in the softmaxes: the flag changes only the
   accumulation of half-precision inputs, and the logits are float32 by then.
 """
@@ -433,9 +435,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "dry-match-crosses-breakers", SAMPLING,
-        "match_length = mx.minimum(_prefix_match_lengths(reversed_window)[::-1][:-1], "
-        "breaker_free)",
-        "match_length = _prefix_match_lengths(reversed_window)[::-1][:-1]",
+        "match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)",
+        "match_length = prefix_matches[::-1][:-1]",
         "DRY: a matched suffix may run through a sequence breaker",
     ),
     mutant(
@@ -449,6 +450,31 @@ MUTANTS: tuple[Mutant, ...] = (
         "length = mx.where((here + block <= n) & same, length + block, length)",
         "length = mx.where((here + block < n) & same, length + block, length)",
         "DRY's Z-array never extends a match through the window's last token",
+    ),
+    # The direct comparison and the saturation length are DRY's fast path, which the spec
+    # leaves free ("compute the match lengths as you like"), so a port has no such code.
+    # A match run into the padding or cut one short shows only on histories longer or more
+    # repetitive than any vector holds: no vector family is expected to catch those two
+    # (vectors=False); tests/test_dry.py and tests/test_core_dry_saturation.py do.
+    mutant(
+        "dry-direct-match-runs-into-padding", SAMPLING,
+        "return mx.minimum(first_difference, n - mx.arange(n)).astype(mx.int32)",
+        "return first_difference.astype(mx.int32)",
+        "DRY's direct comparison lets a match run on into the zero padding past the window",
+        vectors=False,
+    ),
+    mutant(
+        "dry-direct-match-no-stop-column", SAMPLING,
+        "    differs = mx.concatenate([differs, mx.ones((n, 1), dtype=mx.bool_)], axis=1)\n",
+        "",
+        "DRY's direct comparison reads a row with no difference as a match of length 0",
+    ),
+    mutant(
+        "dry-saturation-one-short", SAMPLING,
+        "return allowed + excess if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
+        "return allowed + excess - 1 if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
+        "DRY cuts match lengths one short of saturation: the longest matches lose their cap",
+        vectors=False,
     ),
     mutant(
         "dry-sums-occurrences", SAMPLING,
