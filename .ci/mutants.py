@@ -445,17 +445,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)) + 1, n",
         "DRY: the matched suffix may reach back onto the last breaker itself",
     ),
+    # How DRY computes its match lengths the spec leaves free ("compute them as you like"),
+    # so a port has none of this code: prefix doubling, reached only by windows over 513
+    # ids that do not saturate, and the direct comparison cut at the saturation length. A
+    # Z-array short at the end, a match run into the padding or cut one short shows only on
+    # histories longer or more repetitive than any vector holds, so no vector family is
+    # expected to catch those (vectors=False); tests/test_core_dry_paths.py and
+    # tests/test_dry.py do.
     mutant(
         "dry-z-array-stops-short-of-the-end", SAMPLING,
         "length = mx.where((here + block <= n) & same, length + block, length)",
         "length = mx.where((here + block < n) & same, length + block, length)",
         "DRY's Z-array never extends a match through the window's last token",
+        vectors=False,
     ),
-    # The direct comparison and the saturation length are DRY's fast path, which the spec
-    # leaves free ("compute the match lengths as you like"), so a port has no such code.
-    # A match run into the padding or cut one short shows only on histories longer or more
-    # repetitive than any vector holds: no vector family is expected to catch those two
-    # (vectors=False); tests/test_dry.py and tests/test_core_dry_saturation.py do.
     mutant(
         "dry-direct-match-runs-into-padding", SAMPLING,
         "return mx.minimum(first_difference, n - mx.arange(n)).astype(mx.int32)",

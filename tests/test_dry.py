@@ -7,7 +7,7 @@ DRY setting, and the two penalties must agree bit for bit. Both ways of computin
 match lengths are held to it: the direct comparison cut at the saturation length (short
 windows, and settings whose penalty reaches its cap within `_LONGEST_DIRECT_MATCH`) and
 prefix doubling (long windows with a base too close to 1 to saturate). The golden vectors
-replay the same function in test_golden_vectors; test_core_dry_saturation checks the cut.
+replay the same function in test_golden_vectors; test_core_dry_paths checks the cut.
 """
 
 from __future__ import annotations

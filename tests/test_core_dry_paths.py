@@ -1,4 +1,4 @@
-"""Cutting DRY's match lengths at the saturation length changes no penalty.
+"""DRY's two ways to the match lengths: cut at the saturation length, and prefix doubling.
 
 `_dry_saturation_length` returns allowed + e, with e the smallest exponent for which the
 exact multiplier * base ** e, on the float32 values of both, reaches twice the cap; DRY then
@@ -7,7 +7,9 @@ exhaustive search in integers); the penalty MLX computes is exactly the cap for 
 length from there on, enumerated past the point where float32 pow overflows; and histories
 whose longest match lands at L_sat - 1, L_sat and L_sat + 1 get the penalty of the n x n
 definition. The MLX behaviours the direct comparison relies on (a strided view, the first
-of equal maxima from argmax) are pinned down first.
+of equal maxima from argmax) are pinned down first. Windows too long for the direct
+comparison that never saturate take prefix doubling, whose Z-array is checked against
+the definition here too (tests/test_dry.py does both at length, with hypothesis).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from specaccept.core.sampling import (
     _dry_penalty,
     _dry_penalty_of_match_length,
     _dry_saturation_length,
+    _prefix_match_lengths,
 )
 
 CAP = Fraction(float(np.float32(1e30)))
@@ -173,3 +176,24 @@ def test_a_saturation_length_one_short_would_change_a_penalty() -> None:
     assert saturation is not None
     below = _dry_penalty_of_match_length(mx.array([saturation - 1.0]), config)
     assert (below < float(CAP)).item()
+
+
+def _z_by_definition(sequence: list[int]) -> list[int]:
+    """Z[t], t >= 1: the longest L with sequence[t:t+L] == sequence[:L], by trying every L."""
+    n = len(sequence)
+    return [
+        max(length for length in range(n - t + 1) if sequence[t : t + length] == sequence[:length])
+        for t in range(1, n)
+    ]
+
+
+def test_prefix_doubling_gives_the_z_array() -> None:
+    rng = np.random.default_rng(2)
+    for sequence in (
+        [0] * 9,  # every match runs to the last entry
+        [1, 2] * 20 + [1],
+        rng.integers(0, 2, 70).tolist(),
+        rng.integers(0, 3, 33).tolist(),
+    ):
+        got = _prefix_match_lengths(mx.array(sequence, dtype=mx.int32))[1:].tolist()
+        assert got == _z_by_definition(sequence), sequence
