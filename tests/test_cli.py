@@ -317,3 +317,13 @@ def test_cli_turns_cudnn_attention_off_unless_the_caller_chose(
     monkeypatch.setenv(CUDNN_ATTENTION_ENV, "1")
     prefer_shape_free_attention()
     assert os.environ[CUDNN_ATTENTION_ENV] == "1"
+
+
+def test_a_result_names_the_mlx_tuning_variables_the_caller_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MLX_MAX_OPS_PER_BUFFER", "20")
+    assert main(["table", "-n", "4", "--temperatures", "0"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "Produced by:\n\n```sh\nMLX_MAX_OPS_PER_BUFFER=20 specaccept table -n 4 "
+    )

@@ -367,6 +367,28 @@ def test_a_clock_times_the_round_without_changing_it(small_pair: ModelPair) -> N
     assert abs(sum(per_round[part] for part in HOST_PARTS) - per_round["host"]) < 1e-6
 
 
+def test_a_phased_clock_finds_each_phase_not_yet_started(
+    small_pair: ModelPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Work launched early would run before the phase that times it, and its device time
+    # would be booked as the Python between phases.
+    launched: list[int] = []
+    real_async_eval = mx.async_eval
+
+    def counting_async_eval(*arrays: mx.array) -> None:
+        launched.append(len(arrays))
+        real_async_eval(*arrays)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(mx, "async_eval", counting_async_eval)
+    generator = SpeculativeGenerator(
+        small_pair.target, small_pair.drafter, SamplerConfig(temperature=0.7)
+    )
+    list(generator.generate([1, 2, 3], 12, seed=2, clock=RoundClock(phased=True)))
+    assert launched == []
+    list(generator.generate([1, 2, 3], 12, seed=2, clock=RoundClock()))
+    assert launched
+
+
 def test_without_a_compiler_the_fast_path_runs_uncompiled_and_says_so(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -36,7 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # `table` and `bench` print it first, so that each result names its own command.
-    args.invocation = shlex.join(["specaccept", *(sys.argv[1:] if argv is None else argv)])
+    # MLX variables the caller set lead it, so that a GPU result's command reproduces it.
+    args.invocation = " ".join([
+        *options.tuning_assignments(),
+        shlex.join(["specaccept", *(sys.argv[1:] if argv is None else argv)]),
+    ])
     options.prefer_shape_free_attention()  # before any model runs: see its docstring
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -139,8 +139,29 @@ def print_invocation(args: argparse.Namespace) -> None:
         print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
 
 
+MLX_TUNING_ENV = (
+    "MLX_CUDA_USE_CUDNN_SDPA", "MLX_MAX_OPS_PER_BUFFER", "MLX_MAX_MB_PER_BUFFER",
+    "MLX_USE_CUDA_GRAPHS",
+)
+"""MLX's variables that change how fast a GPU round runs; a result names those set."""
+
+
+def tuning_assignments() -> list[str]:
+    """The `NAME=value` of each MLX tuning variable set, for a command line.
+
+    The cuDNN switch at the value the command sets anyway is left out: the command
+    reproduces without it.
+    """
+    return [
+        f"{name}={os.environ[name]}" for name in MLX_TUNING_ENV
+        if name in os.environ
+        and (name, os.environ[name]) != (CUDNN_ATTENTION_ENV, SHAPE_FREE_ATTENTION)
+    ]
+
+
 CUDNN_ATTENTION_ENV = "MLX_CUDA_USE_CUDNN_SDPA"
 """MLX's switch for cuDNN attention on its CUDA backend, read at the first attention call."""
+SHAPE_FREE_ATTENTION = "0"
 
 
 def prefer_shape_free_attention() -> None:
@@ -154,7 +175,7 @@ def prefer_shape_free_attention() -> None:
     cost. A value already in the environment wins; on other backends the variable is
     never read.
     """
-    os.environ.setdefault(CUDNN_ATTENTION_ENV, "0")
+    os.environ.setdefault(CUDNN_ATTENTION_ENV, SHAPE_FREE_ATTENTION)
 
 
 def attention_in_use() -> str:

@@ -663,8 +663,7 @@ class SpeculativeGenerator:
                 )
                 check = _invalid_rows(logits[None], q[None])
                 draft_history = mx.concatenate([draft_history, token.reshape(1)])
-            # Starts the draft's work early and never blocks (mlx ships async_eval untyped).
-            mx.async_eval(token)  # type: ignore[no-untyped-call]
+            _launch(clock, token)  # the draft's work starts while Python builds the next step
             if clock is not None:
                 clock.phase("draft sampling", token, q, check)
             drafts.append(token)
@@ -677,9 +676,7 @@ class SpeculativeGenerator:
         target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
         target_logits = self.target(target_input[None], cache=target_cache)[0]
         _check_width(target_logits, self.vocab_size, "the target")
-        # Launch the target forward now, so that the device runs it while Python builds
-        # the verification below; still no host synchronisation.
-        mx.async_eval(target_logits)  # type: ignore[no-untyped-call]
+        _launch(clock, target_logits)  # the device runs it while Python builds the verdict
         if clock is not None:
             clock.phase("target forward", target_logits)
         proposal = mx.stack(draft_probs) if keep_q else None
@@ -755,6 +752,16 @@ class SpeculativeGenerator:
         _trim(target_cache, plan.target_trim, "target")
         _trim(draft_cache, plan.draft_trim, "drafter")
         return [*draft_values[:accepted], next_token], plan.draft_backfill
+
+
+def _launch(clock: RoundClock | None, *arrays: mx.array) -> None:
+    """Start the arrays' work on the device now, without a host synchronisation.
+
+    A phased clock evaluates each phase itself, and must find its work not yet
+    started, or the device time would land in the Python between phases.
+    """
+    if clock is None or not clock.phased:
+        mx.async_eval(*arrays)  # type: ignore[no-untyped-call]  # mlx ships it untyped
 
 
 def _survival(law: mx.array) -> mx.array:
