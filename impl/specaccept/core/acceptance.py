@@ -343,34 +343,10 @@ def verify_block(
     (1, 1)
     """
     rule = _require_rule(rule, "verify_block")
-    target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
-    draft_tokens = validation.require_array("draft_tokens", draft_tokens)
-    if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:
-        raise ValueError(f"draft_tokens must be [k] with k >= 1, got {tuple(draft_tokens.shape)}")
-    k = draft_tokens.shape[0]
-    vocab_size = target_probs.shape[1]
-    if target_probs.shape[0] != k + 1:
-        raise ValueError(
-            f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
-            f"got {tuple(target_probs.shape)}"
-        )
-    tokens = validation.token_id(
-        "draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,)
+    required = f"rule {rule.value!r}" if rule.needs_proposal_distribution else None
+    target_probs, draft_probs, tokens, u, k, _ = validation.round_arguments(
+        target_probs, draft_probs, draft_tokens, uniforms, draft_probs_required=required
     )
-    uniforms = validation.require_array("uniforms", uniforms)
-    if tuple(uniforms.shape) != (k + 1, 2):
-        raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")
-    u = validation.uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
-    if draft_probs is None:
-        if rule.needs_proposal_distribution:
-            raise ValueError(f"draft_probs is required by rule {rule.value!r}, got None")
-    else:
-        draft_probs = validation.require_probabilities("draft_probs", draft_probs, ndims=(2,))
-        if tuple(draft_probs.shape) != (k, vocab_size):
-            raise ValueError(
-                f"draft_probs must be [k, V] = [{k}, {vocab_size}] like target_probs, "
-                f"got {tuple(draft_probs.shape)}"
-            )
 
     # Each row's draw is independent of the others, so the k verdicts and the bonus
     # draw share one batched draw over k+1 rows: the same tokens as verify_draft_token

@@ -86,30 +86,12 @@ def verify_drafts_jointly(
     >>> [round(x, 6) for x in verdict.accepted_length_law.tolist()]
     [0.25, 0.0, 0.75]
     """
-    target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
-    draft_probs = validation.require_probabilities("draft_probs", draft_probs, ndims=(2,))
-    draft_tokens = validation.require_array("draft_tokens", draft_tokens)
-    if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:
-        raise ValueError(f"draft_tokens must be [k] with k >= 1, got {tuple(draft_tokens.shape)}")
-    k = draft_tokens.shape[0]
-    vocab_size = target_probs.shape[1]
-    if target_probs.shape[0] != k + 1:
-        raise ValueError(
-            f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
-            f"got {tuple(target_probs.shape)}"
-        )
-    if tuple(draft_probs.shape) != (k, vocab_size):
-        raise ValueError(
-            f"draft_probs must be [k, V] = [{k}, {vocab_size}] like target_probs, "
-            f"got {tuple(draft_probs.shape)}"
-        )
-    tokens = validation.token_id(
-        "draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,)
+    target_probs, checked_draft_probs, tokens, u, k, _ = validation.round_arguments(
+        target_probs, draft_probs, draft_tokens, uniforms,
+        draft_probs_required="block verification", draft_probs_may_be_none=False,
     )
-    uniforms = validation.require_array("uniforms", uniforms)
-    if tuple(uniforms.shape) != (k + 1, 2):
-        raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")
-    u = validation.uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
+    assert checked_draft_probs is not None  # never None when it may not be
+    draft_probs = checked_draft_probs
 
     drafted = tokens[:, None]
     p_drafted = mx.take_along_axis(target_probs[:k], drafted, axis=-1)[:, 0]

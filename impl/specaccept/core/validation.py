@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import mlx.core as mx
 
@@ -137,3 +137,60 @@ def integer(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     return value
+
+
+class RoundArguments(NamedTuple):
+    """A verified round's arguments, checked: the arrays, k, and the vocabulary size."""
+
+    target_probs: mx.array
+    draft_probs: mx.array | None
+    draft_tokens: mx.array
+    uniforms: mx.array
+    num_drafts: int
+    vocab_size: int
+
+
+def round_arguments(
+    target_probs: object,
+    draft_probs: object,
+    draft_tokens: object,
+    uniforms: object,
+    *,
+    draft_probs_required: str | None,
+    draft_probs_may_be_none: bool = True,
+) -> RoundArguments:
+    """Check the four arrays that verify a round of k drafts, in one order for every verifier.
+
+    `target_probs` is `[k+1, V]` float32, `draft_tokens` `[k]` integer ids with k >= 1,
+    `uniforms` `[k+1, 2]` float, and `draft_probs` `[k, V]` float32. A None `draft_probs`
+    is a TypeError where the verifier's signature does not allow it
+    (`draft_probs_may_be_none` False), and a ValueError where `draft_probs_required` names
+    the rule that needs it. The returned `draft_tokens` are int32 and `uniforms` float32.
+    """
+    target_probs = require_probabilities("target_probs", target_probs, ndims=(2,))
+    draft_tokens = require_array("draft_tokens", draft_tokens)
+    if draft_tokens.ndim != 1 or draft_tokens.shape[0] < 1:
+        raise ValueError(f"draft_tokens must be [k] with k >= 1, got {tuple(draft_tokens.shape)}")
+    k = draft_tokens.shape[0]
+    vocab_size = target_probs.shape[1]
+    if target_probs.shape[0] != k + 1:
+        raise ValueError(
+            f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
+            f"got {tuple(target_probs.shape)}"
+        )
+    tokens = token_id("draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,))
+    uniforms = require_array("uniforms", uniforms)
+    if tuple(uniforms.shape) != (k + 1, 2):
+        raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")
+    u = uniform("uniforms", uniforms, batch_shape=(k + 1, 2))
+    if draft_probs is None and draft_probs_may_be_none:
+        if draft_probs_required is not None:
+            raise ValueError(f"draft_probs is required by {draft_probs_required}, got None")
+        return RoundArguments(target_probs, None, tokens, u, k, vocab_size)
+    checked = require_probabilities("draft_probs", draft_probs, ndims=(2,))
+    if tuple(checked.shape) != (k, vocab_size):
+        raise ValueError(
+            f"draft_probs must be [k, V] = [{k}, {vocab_size}] like target_probs, "
+            f"got {tuple(checked.shape)}"
+        )
+    return RoundArguments(target_probs, checked, tokens, u, k, vocab_size)
