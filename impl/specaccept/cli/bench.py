@@ -336,7 +336,7 @@ def render_markdown(result: BenchResult) -> str:
         f"seeds {s['seed']}..{s['seed'] + s['repeats']}, {s['repeats']} interleaved repeats "
         "(medians; the first, warm-up, discarded); "
         f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}, "
-        f"attention: {s.get('attention', 'not recorded')}; "
+        f"attention: {s['attention']}; "
         f"vocabulary {s['vocab_size']:,}; fused path: target-only step {s['compile']}, "
         "round uncompiled",
         "",
@@ -440,7 +440,7 @@ def _breakdown_markdown(result: BenchResult) -> list[str]:
         "|---|" + "---:|" * (3 + len(HOST_PARTS)),
     ]
     for name, parts in result.pipelined_round.items():
-        cells = [parts.get(part, float("nan")) * 1e3 for part in HOST_PARTS]
+        cells = [parts[part] * 1e3 for part in HOST_PARTS]
         lines.append(
             f"| speculative-{name} | {parts['round'] * 1e3:.2f} | "
             f"{parts['host sync wait'] * 1e3:.2f} | {parts['host'] * 1e3:.2f} | "

@@ -139,9 +139,13 @@ def print_invocation(args: argparse.Namespace) -> None:
         print(f"Produced by:\n\n```sh\n{invocation}\n```\n")
 
 
+CUDNN_ATTENTION_ENV = "MLX_CUDA_USE_CUDNN_SDPA"
+"""MLX's switch for cuDNN attention on its CUDA backend, read at the first attention call."""
+SHAPE_FREE_ATTENTION = "0"
+"""The switch's value that turns cuDNN attention off."""
+
 MLX_TUNING_ENV = (
-    "MLX_CUDA_USE_CUDNN_SDPA", "MLX_MAX_OPS_PER_BUFFER", "MLX_MAX_MB_PER_BUFFER",
-    "MLX_USE_CUDA_GRAPHS",
+    CUDNN_ATTENTION_ENV, "MLX_MAX_OPS_PER_BUFFER", "MLX_MAX_MB_PER_BUFFER", "MLX_USE_CUDA_GRAPHS",
 )
 """MLX's variables that change how fast a GPU round runs; a result names those set."""
 
@@ -159,18 +163,13 @@ def tuning_assignments() -> list[str]:
     ]
 
 
-CUDNN_ATTENTION_ENV = "MLX_CUDA_USE_CUDNN_SDPA"
-"""MLX's switch for cuDNN attention on its CUDA backend, read at the first attention call."""
-SHAPE_FREE_ATTENTION = "0"
-
-
 def prefer_shape_free_attention() -> None:
     """On MLX's CUDA backend, attend without cuDNN unless the caller chose otherwise.
 
     MLX builds a cuDNN attention graph for each new key/value length of a query of
     more than one token, and a speculative round verifies k + 1 tokens at a length no
-    forward has met before: on an H200 that costs about 65 ms per such forward against
-    12 ms for the forward itself (`benchmarks/forward_shapes.py`,
+    forward has met before: on an H200 that adds about 63 ms to a 5-token target forward
+    of 12.7 ms (`benchmarks/forward_shapes.py`,
     docs/results/forward-shapes-gpu.md). MLX's own fallback attention has no per-shape
     cost. A value already in the environment wins; on other backends the variable is
     never read.
