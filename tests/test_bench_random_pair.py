@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from specaccept.cli import main
+from specaccept.core.theory import expected_tokens_per_round
 from specaccept.shell.random_pairs import RANDOM_PAIRS, random_pair
 
 
@@ -30,6 +31,19 @@ def test_the_small_random_pair_runs_every_arm_and_the_breakdown(
         assert all(seconds >= 0 for seconds in phases.values()), rule
         assert phases["drafter forward"] > 0 and phases["target forward"] > 0
     assert result["host_syncs_per_round"]["stochastic"] == 1.0
+    # One repeat: its prediction is lemma 8 on that repeat's acceptance and pieces.
+    k = result["settings"]["num_draft_tokens"]
+    pieces = result["piece_seconds"]
+    c = pieces["drafter_1"] / pieces["target_1"]
+    r = pieces[f"target_{k + 1}"] / pieces["target_1"]
+    alpha = result["per_position_acceptance"]["stochastic"]
+    assert result["speedup_predicted"]["stochastic"] == pytest.approx(
+        expected_tokens_per_round([alpha] * k) / (k * c + r))
+    assert result["speedup_measured_over_predicted"]["stochastic"] == pytest.approx(
+        result["speedup_measured"]["stochastic"] / result["speedup_predicted"]["stochastic"])
+    median, low, high = result["python_loop_seconds"]
+    assert 0 < low <= median <= high
+    assert "Host drift: a fixed pure-Python loop" in text
     # Fewer kernels on the fused path than on the core path, for every rule.
     for counts in result["kernel_counts"].values():
         assert counts["fused draft step"] < counts["core draft step"]

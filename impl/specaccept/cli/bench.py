@@ -4,6 +4,10 @@ Every figure is a ratio of two timings taken in the same process, with the
 arms interleaved repetition by repetition and each summarised by its median,
 so that a noisy, shared machine slows both sides of a ratio alike.
 
+Each repeat also times the round's pieces alone (`ForwardCosts`) and a fixed
+Python loop: a repeat's predicted speedup comes from the pieces timed beside its
+arms, and the loop's spread over repeats shows how far the host's speed drifted.
+
 `--random-pair` benchmarks a random-weight pair with real shapes, built in memory
 (`specaccept.shell.random_pairs`): its round costs are a real pair's, its
 acceptance is not. After the arms, the bench breaks a round down (each phase
@@ -108,12 +112,21 @@ class BenchResult:
     """None in results recorded before block verification had an arm."""
     accepted_per_round: dict[str, float] = field(default_factory=dict)
     """Drafts kept per round, per arm (absent in results recorded before)."""
+    piece_seconds: dict[str, float] = field(default_factory=dict)
+    """The round's pieces evaluated alone (`ForwardCosts`), medians over repeats."""
+    python_loop_seconds: list[float] = field(default_factory=list)
+    """A fixed pure-Python loop, once per repeat: [median, min, max] (the host's drift)."""
 
 
 def run_benchmark(args: argparse.Namespace) -> int:
     """Run every arm, print Markdown to stdout, and write JSON when asked."""
     from specaccept.shell.loading import load_pair
-    from specaccept.shell.measure import forward_costs, mlx_lm_arms, sampler_kernel_counts
+    from specaccept.shell.measure import (
+        ForwardCosts,
+        mlx_lm_arms,
+        python_loop_seconds,
+        sampler_kernel_counts,
+    )
     from specaccept.shell.random_pairs import random_pair
 
     config = sampler_config(args)
@@ -168,11 +181,17 @@ def run_benchmark(args: argparse.Namespace) -> int:
         **{f"speculative-{name}": speculative(name) for name in generators},
         **mlx_lm_arms(pair, prompt, config, k, n),
     }
+    rules = [generators[rule].acceptance_rule for rule in SPECULATIVE_RULES]
+    probe = ForwardCosts(pair, prompt, k, config, rules)
     progress = progress_bar(
-        len(arms) * (args.repeats + 1) + 1, "bench", quiet=args.json_path is not None
+        (len(arms) + 1) * (args.repeats + 1) + 1, "bench", quiet=args.json_path is not None
     )
     rates: dict[str, list[float]] = {name: [] for name in arms}
     seconds: dict[str, list[float]] = {name: [] for name in arms}
+    # The round's pieces, and the host's speed, sampled in every repeat: a prediction
+    # then rests on pieces timed beside the arm it predicts.
+    pieces: list[dict[str, float]] = []
+    python_loop: list[float] = []
     names = list(arms)
     for repeat in range(args.repeats + 1):  # repeat 0 warms up and is discarded
         order = names[repeat % len(names):] + names[: repeat % len(names)]
@@ -185,11 +204,18 @@ def run_benchmark(args: argparse.Namespace) -> int:
                 seconds[name].append(elapsed)
             progress.set_postfix_str(name)
             progress.update()
+        sampled, loop = probe.sample(5), python_loop_seconds()
+        if repeat:
+            pieces.append(sampled)
+            python_loop.append(loop)
+        progress.update()
     for name in generators:
         del stats[name][0], clocks[name][0]  # the warm-up run
-    piece_seconds, verify_ratio = forward_costs(
-        pair, prompt, k, config, 5 * args.repeats, SPECULATIVE_RULES
-    )
+    piece_seconds = {name: statistics.median(p[name] for p in pieces) for name in pieces[0]}
+    verify_ratio: dict[str, float] = {
+        rule: statistics.median(p[f"verify_{rule}"] / p[f"target_{k + 1}"] for p in pieces)
+        for rule in SPECULATIVE_RULES
+    }
     # The breakdown: one more run per rule with every phase evaluated alone (slower, and
     # not a throughput figure), on the path the arms above ran by default.
     breakdown: dict[str, dict[str, float]] = {}
@@ -205,10 +231,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         }
         for name in generators
     }
-    kernels = sampler_kernel_counts(
-        generators[SPECULATIVE_RULES[0]].vocab_size, config, k,
-        [generators[rule].acceptance_rule for rule in SPECULATIVE_RULES],
-    )
+    kernels = sampler_kernel_counts(generators[SPECULATIVE_RULES[0]].vocab_size, config, k, rules)
     progress.update()
     progress.close()
 
@@ -233,16 +256,18 @@ def run_benchmark(args: argparse.Namespace) -> int:
         **{f"speculative-{name} / mlx-lm-speculative": per_repeat(
             rates[f"speculative-{name}"], rates["mlx-lm-speculative"]) for name in generators},
     }
-    target_rate = tokens_per_second["target-only"]
-    c = piece_seconds["drafter_1"] / piece_seconds["target_1"]
-    r = piece_seconds[f"target_{k + 1}"] / piece_seconds["target_1"]
+    # Lemma 8's cost model, per repeat: c and the (k+1)-token cost ratio from that
+    # repeat's pieces, acceptance from that repeat's run of the rule.
+    c_values = [p["drafter_1"] / p["target_1"] for p in pieces]
+    r_values = [p[f"target_{k + 1}"] / p["target_1"] for p in pieces]
+    c, r = statistics.median(c_values), statistics.median(r_values)
     per_round: dict[str, float] = {}
     syncs: dict[str, float] = {}
     alpha: dict[str, float] = {}
     tokens_round: dict[str, float] = {}
     accepted_round: dict[str, float] = {}
-    measured: dict[str, float] = {}
-    predicted: dict[str, float] = {}
+    measured: dict[str, list[float]] = {}
+    predicted: dict[str, list[float]] = {}
     for name in generators:
         runs = stats[name]
         arm = f"speculative-{name}"
@@ -253,12 +278,17 @@ def run_benchmark(args: argparse.Namespace) -> int:
         alpha[name] = statistics.mean(run.per_position_acceptance for run in runs)
         tokens_round[name] = statistics.mean(run.generated / run.rounds for run in runs)
         accepted_round[name] = statistics.mean(run.mean_accepted_len for run in runs)
-        measured[name] = tokens_per_second[arm] / target_rate
+        measured[name] = [a / b for a, b in zip(rates[arm], rates["target-only"], strict=True)]
         # Block verification has no per-position acceptance to feed lemma 8: its
         # prediction reads the measured tokens per round (so it checks the cost model only).
-        per_round_tokens = (tokens_round[name] if name.startswith("block")
-                            else expected_tokens_per_round([alpha[name]] * k))
-        predicted[name] = per_round_tokens / (k * c + r)
+        predicted[name] = [
+            (run.generated / run.rounds if name.startswith("block")
+             else expected_tokens_per_round([run.per_position_acceptance] * k))
+            / (k * c_i + r_i)
+            for run, c_i, r_i in zip(runs, c_values, r_values, strict=True)
+        ]
+        spread[f"measured / predicted speedup, {name}"] = per_repeat(
+            measured[name], predicted[name])
     result = BenchResult(
         settings={
             "target": _model_label(pair.target_path),
@@ -285,10 +315,10 @@ def run_benchmark(args: argparse.Namespace) -> int:
         verify_cost_over_forward=verify_ratio,
         round_cost_stochastic_over_sampler_match=per_round["stochastic"]
         / per_round["sampler-match"],
-        speedup_measured=measured,
-        speedup_predicted=predicted,
+        speedup_measured={name: statistics.median(v) for name, v in measured.items()},
+        speedup_predicted={name: statistics.median(v) for name, v in predicted.items()},
         speedup_measured_over_predicted={
-            name: measured[name] / predicted[name] for name in generators
+            name: spread[f"measured / predicted speedup, {name}"][0] for name in generators
         },
         speculative_over_mlx_lm={
             name: tokens_per_second[f"speculative-{name}"]
@@ -304,6 +334,9 @@ def run_benchmark(args: argparse.Namespace) -> int:
         kernel_counts=kernels,
         round_cost_block_over_stochastic=per_round["block"] / per_round["stochastic"],
         accepted_per_round=accepted_round,
+        piece_seconds=piece_seconds,
+        python_loop_seconds=[statistics.median(python_loop), min(python_loop),
+                             max(python_loop)],
     )
     print_invocation(args)
     print(render_markdown(result))
@@ -405,6 +438,22 @@ def render_markdown(result: BenchResult) -> str:
            "replace `expected_tokens_per_round([alpha]*k)`")
         + ".",
     ]
+    if result.piece_seconds:
+        piece = result.piece_seconds
+        low_loop = result.python_loop_seconds[1] / result.python_loop_seconds[0]
+        high_loop = result.python_loop_seconds[2] / result.python_loop_seconds[0]
+        lines += [
+            "",
+            "The pieces, each evaluated and synchronised alone once per repeat, between the "
+            "arms (medians over repeats): "
+            f"target over 1 token {piece['target_1'] * 1e3:.2f} ms, over {k + 1} tokens "
+            f"{piece[f'target_{k + 1}'] * 1e3:.2f} ms; drafter over 1 token "
+            f"{piece['drafter_1'] * 1e3:.2f} ms. Measured speedup, predicted speedup and "
+            "their ratio are medians of per-repeat values, each repeat's prediction built "
+            "from the pieces and the acceptance of that repeat. Host drift: a fixed "
+            f"pure-Python loop, timed once per repeat, took {low_loop:.2f}-{high_loop:.2f} "
+            "times its median.",
+        ]
     lines += _breakdown_markdown(result)
     return "\n".join(lines)
 

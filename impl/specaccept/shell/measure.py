@@ -11,6 +11,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import mlx.core as mx
@@ -19,7 +20,10 @@ from specaccept.core.acceptance import AcceptanceRule, verify_block
 from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
-__all__ = ["forward_costs", "kernels_in_graph", "mlx_lm_arms", "sampler_kernel_counts"]
+__all__ = [
+    "ForwardCosts", "kernels_in_graph", "mlx_lm_arms", "python_loop_seconds",
+    "sampler_kernel_counts",
+]
 
 
 def _time(action: Callable[[], object]) -> float:
@@ -28,69 +32,87 @@ def _time(action: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def forward_costs(
-    pair: Any, prompt: list[int], k: int, config: SamplerConfig, repeats: int,
-    rules: Sequence[str],
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median seconds of the round's pieces, and verify cost over the target forward."""
-    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+class ForwardCosts:
+    """The round's pieces, each evaluated and synchronised alone, sampled on demand.
 
-    target, drafter = pair.target, pair.drafter
-    target_cache, draft_cache = make_prompt_cache(target), make_prompt_cache(drafter)
-    context = mx.array(prompt)[None]
-    target(context, cache=target_cache)
-    drafter(context, cache=draft_cache)
-    mx.eval([c.state for c in target_cache] + [c.state for c in draft_cache])
-    one = mx.array([[prompt[-1]]])
-    block = mx.array([[prompt[-1]] * (k + 1)])
+    The bench samples them once per repeat, between the arms, so that a prediction
+    built from them and the arm it is compared with ran within seconds of each other:
+    on a shared host, speed drifts between minutes far more than the figures compared.
 
-    def forward(model: Any, cache: list[Any], tokens: mx.array) -> mx.array:
-        logits: mx.array = model(tokens, cache=cache)
-        mx.eval(logits)
-        trim_prompt_cache(cache, tokens.shape[1])
-        return logits
+    Pieces (keys of `sample`): ``target_1`` and ``target_<k+1>`` (the target over 1 and
+    k + 1 tokens), ``drafter_1``, and ``verify_<rule>`` for each of `rules` (the target
+    rows and the rule's verdict from evaluated logits).
+    """
 
-    block_logits = forward(target, target_cache, block)[0]
-    draft_logits = forward(drafter, draft_cache, mx.array([[prompt[-1]]] * 1))[0, -1]
-    q = effective_token_distribution(draft_logits, config)
-    q_rows = mx.stack([q] * k)
-    drafts = mx.zeros((k,), dtype=mx.int32)
-    uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
+    def __init__(
+        self, pair: Any, prompt: list[int], k: int, config: SamplerConfig,
+        rules: Sequence[AcceptanceRule],
+    ) -> None:
+        from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
-    def verify(rule: AcceptanceRule) -> None:
-        rows = effective_token_distribution(block_logits, config)
-        if rule.verifies_jointly:
-            joint = verify_drafts_jointly(rows, q_rows, drafts, uniforms)
-            mx.eval(joint.num_accepted, joint.next_token)
-            return
-        verdict = verify_block(
-            rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts, uniforms
-        )
-        mx.eval(verdict.num_accepted, verdict.next_token)
+        target, drafter = pair.target, pair.drafter
+        target_cache, draft_cache = make_prompt_cache(target), make_prompt_cache(drafter)
+        context = mx.array(prompt)[None]
+        target(context, cache=target_cache)
+        drafter(context, cache=draft_cache)
+        mx.eval([c.state for c in target_cache] + [c.state for c in draft_cache])
+        one = mx.array([[prompt[-1]]])
+        block = mx.array([[prompt[-1]] * (k + 1)])
 
-    arms: dict[str, Callable[[], object]] = {
-        "target_1": lambda: forward(target, target_cache, one),
-        f"target_{k + 1}": lambda: forward(target, target_cache, block),
-        "drafter_1": lambda: forward(drafter, draft_cache, one),
-        "verify_stochastic": lambda: verify(AcceptanceRule.STOCHASTIC),
-        "verify_sampler-match": lambda: verify(AcceptanceRule.SAMPLER_MATCH),
-        "verify_block": lambda: verify(AcceptanceRule.BLOCK),
-    }
-    samples: dict[str, list[float]] = {name: [] for name in arms}
-    for _ in range(3):
-        for action in arms.values():
-            action()
-    for _ in range(repeats):
-        for name, action in arms.items():
-            samples[name].append(_time(action))
-    seconds = {name: statistics.median(values) for name, values in samples.items()}
-    forward_seconds = seconds[f"target_{k + 1}"]
-    verify_ratio: dict[str, float] = {
-        rule: seconds[f"verify_{rule}"] / forward_seconds for rule in rules
-    }
-    return seconds, verify_ratio
+        def forward(model: Any, cache: list[Any], tokens: mx.array) -> mx.array:
+            logits: mx.array = model(tokens, cache=cache)
+            mx.eval(logits)
+            trim_prompt_cache(cache, tokens.shape[1])
+            return logits
+
+        block_logits = forward(target, target_cache, block)[0]
+        draft_logits = forward(drafter, draft_cache, one)[0, -1]
+        q = effective_token_distribution(draft_logits, config)
+        q_rows = mx.stack([q] * k)
+        drafts = mx.zeros((k,), dtype=mx.int32)
+        uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
+
+        def verify(rule: AcceptanceRule) -> None:
+            rows = effective_token_distribution(block_logits, config)
+            if rule.verifies_jointly:
+                joint = verify_drafts_jointly(rows, q_rows, drafts, uniforms)
+                mx.eval(joint.num_accepted, joint.next_token)
+                return
+            verdict = verify_block(
+                rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts,
+                uniforms,
+            )
+            mx.eval(verdict.num_accepted, verdict.next_token)
+
+        self._pieces: dict[str, Callable[[], object]] = {
+            "target_1": lambda: forward(target, target_cache, one),
+            f"target_{k + 1}": lambda: forward(target, target_cache, block),
+            "drafter_1": lambda: forward(drafter, draft_cache, one),
+            **{f"verify_{rule.value}": partial(verify, rule) for rule in rules},
+        }
+        self.sample(3)  # warm-up: first calls trace, compile and allocate
+
+    def sample(self, times: int) -> dict[str, float]:
+        """Each piece run `times` times, in turn; the median seconds of each."""
+        samples: dict[str, list[float]] = {name: [] for name in self._pieces}
+        for _ in range(times):
+            for name, piece in self._pieces.items():
+                samples[name].append(_time(piece))
+        return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def python_loop_seconds() -> float:
+    """Seconds a fixed pure-Python loop takes: how fast the host runs Python right now.
+
+    The loop touches no array, so its spread over a run's repeats is the host's own
+    drift, the noise every host-bound timing in the run carries too.
+    """
+    start = time.perf_counter()
+    total = 0
+    for i in range(200_000):
+        total += i * i
+    assert total > 0
+    return time.perf_counter() - start
 
 
 def mlx_lm_arms(
