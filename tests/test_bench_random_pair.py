@@ -41,6 +41,12 @@ def test_the_small_random_pair_runs_every_arm_and_the_breakdown(
         expected_tokens_per_round([alpha] * k) / (k * c + r))
     assert result["speedup_measured_over_predicted"]["stochastic"] == pytest.approx(
         result["speedup_measured"]["stochastic"] / result["speedup_predicted"]["stochastic"])
+    # ... and the product of its three factors: luck, the baseline's overlap, the round.
+    spread = result["ratio_spread"]
+    luck = result["tokens_per_round"]["stochastic"] / expected_tokens_per_round([alpha] * k)
+    assert result["speedup_measured_over_predicted"]["stochastic"] == pytest.approx(
+        luck * spread["target-only token / 1-token forward alone"][0]
+        * spread["forwards alone / round, stochastic"][0])
     median, low, high = result["python_loop_seconds"]
     assert 0 < low <= median <= high
     assert "Host drift: a fixed pure-Python loop" in text
