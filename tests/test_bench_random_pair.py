@@ -47,6 +47,11 @@ def test_the_small_random_pair_runs_every_arm_and_the_breakdown(
     assert result["speedup_measured_over_predicted"]["stochastic"] == pytest.approx(
         luck * spread["target-only token / 1-token forward alone"][0]
         * spread["forwards alone / round, stochastic"][0])
+    # Inside rounds, by the round clock: the same repeat's pipelined round columns.
+    inside = spread["round cost inside rounds, stochastic / sampler-match"][0]
+    pipelined = result["pipelined_round"]
+    assert inside == pytest.approx(
+        pipelined["stochastic"]["round"] / pipelined["sampler-match"]["round"])
     median, low, high = result["python_loop_seconds"]
     assert 0 < low <= median <= high
     assert "Host drift: a fixed pure-Python loop" in text
