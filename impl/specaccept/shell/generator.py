@@ -457,8 +457,9 @@ class SpeculativeGenerator:
         )
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
-        # Uncompiled: in development runs on an H200 at V = 128k, mx.compile'd draft steps and
-        # verdicts made the round slower than the same functions run plainly.
+        # Uncompiled: development runs on an H200 at V = 128k (not kept) found mx.compile'd
+        # draft steps and verdicts slower than the same functions run plainly; no recorded
+        # run has compared the two since (docs/results.md says so).
         self._fused = (
             fused_sampler(self.target_config, self.draft_config, compiled=False)
             if self.fast_path and served else None
