@@ -41,8 +41,8 @@ def main() -> None:
         # From scratch: viewcode keeps a module's page when it is newer than the module,
         # so an old build's pages (say, from before MathJax was bundled) would survive.
         shutil.rmtree(ROOT / "docs" / "_build" / "html", ignore_errors=True)
-        step("sphinx html", python, "-m", "sphinx", "-E", "-n", "-W", "--keep-going", "-b",
-             "html", "docs", "docs/_build/html")
+        step("sphinx html", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html",
+             "docs", "docs/_build/html")
         # The built site loads nothing from outside docs/_build/html and shows no raw TeX.
         step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",

@@ -278,9 +278,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     for name in generators:
         runs = stats[name]
         arm = f"speculative-{name}"
-        per_round[name] = statistics.median(
-            s / run.rounds for s, run in zip(seconds[arm], runs, strict=True)
-        )
+        per_round[name] = statistics.median(round_seconds[name])
         syncs[name] = statistics.mean(run.host_syncs / run.rounds for run in runs)
         alpha[name] = statistics.mean(run.per_position_acceptance for run in runs)
         tokens_round[name] = statistics.mean(run.generated / run.rounds for run in runs)
