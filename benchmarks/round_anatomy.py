@@ -15,7 +15,9 @@ script times, in one process and under whatever MLX settings the environment hol
   when the host can run ahead, as it may inside a round);
 - the target alone and the drafter alone generating, one token per forward, pipelined
   as in mlx-lm's `generate_step` (what the bench's target-only arm measures);
-- the fused sampler's pieces at the pair's vocabulary, timed the same two ways;
+- the fused sampler's pieces at the pair's vocabulary, timed the same two ways, run
+  uncompiled as the generator's round runs them (`--compiled-sampler`: through
+  `mx.compile`, as `target_only_generate` runs its step);
 - a round built by hand from those pieces (every draft rejected, so the caches keep
   their lengths), run four ways: launching each draft and the target forward early
   (as the generator does), launching nothing before the one synchronisation,
@@ -47,7 +49,7 @@ sys.path[:0] = [str(ROOT / "impl")]
 from specaccept import SamplerConfig, SpeculativeGenerator  # noqa: E402
 from specaccept.cli.options import MLX_TUNING_ENV  # noqa: E402
 from specaccept.core.acceptance import AcceptanceRule  # noqa: E402
-from specaccept.shell.fused import fused_sampler  # noqa: E402
+from specaccept.shell.fused import FusedSampler, fused_sampler  # noqa: E402
 from specaccept.shell.generator import target_only_generate  # noqa: E402
 from specaccept.shell.profiling import RoundClock  # noqa: E402
 from specaccept.shell.random_pairs import RANDOM_PAIRS, random_pair  # noqa: E402
@@ -106,12 +108,11 @@ def _piece(build: Any, repeats: int) -> list[str]:
     return [_median_ms(samples[2:]), f"{1e3 * (time.perf_counter() - start) / repeats:.2f}"]
 
 
-def _hand_round(pair: Any, caches: tuple[list[Any], list[Any]], config: SamplerConfig,
+def _hand_round(pair: Any, caches: tuple[list[Any], list[Any]], fused: FusedSampler,
                 k: int, mode: str) -> float:
     """Seconds for one round built from the fused pieces, every draft rejected."""
     from mlx_lm.models.cache import trim_prompt_cache
 
-    fused = fused_sampler(config, config)
     target_cache, draft_cache = caches
     start = time.perf_counter()
     uniforms = mx.full((k + 1, 2), 0.5, dtype=mx.float32)
@@ -153,6 +154,9 @@ def main() -> None:
     parser.add_argument("-n", "--max-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("-k", "--num-draft-tokens", type=int, default=4)
+    parser.add_argument("--compiled-sampler", action="store_true",
+                        help="time the fused sampler through mx.compile (the generator's "
+                        "round runs it uncompiled)")
     args = parser.parse_args()
     from mlx_lm.models.cache import make_prompt_cache
 
@@ -165,7 +169,8 @@ def main() -> None:
     settings = " ".join(f"{name}={os.environ[name]}" for name in sorted(MLX_TUNING_ENV)
                         if name in os.environ) or "(no MLX tuning variables set)"
     print(f"device={mx.default_device()} mlx={version('mlx')} pair={args.random_pair} "
-          f"k={k} n={n} repeats={args.repeats}; {settings}\n")
+          f"k={k} n={n} repeats={args.repeats} sampler "
+          f"{'compiled' if args.compiled_sampler else 'uncompiled'}; {settings}\n")
 
     print("Forwards, ms (medians): build = the Python call, dispatch = `mx.async_eval`, "
           "wait = the `mx.eval` after it; queued = back to back, no wait between.\n")
@@ -180,7 +185,7 @@ def main() -> None:
         cells = _forward_split(model, cache, length, 4 * args.repeats)
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
-    fused = fused_sampler(config, config)
+    fused = fused_sampler(config, config, compiled=args.compiled_sampler)
     vocab = pair.target.args.vocab_size
     draft_logits = mx.random.normal((vocab,)).astype(mx.bfloat16)
     target_logits = mx.random.normal((k + 1, vocab)).astype(mx.bfloat16)
@@ -217,7 +222,7 @@ def main() -> None:
         for mode in modes:
             if mode.endswith("gc off"):
                 gc.disable()
-            seconds = _hand_round(pair, caches, config, k, mode.split(",")[0])
+            seconds = _hand_round(pair, caches, fused, k, mode.split(",")[0])
             gc.enable()
             if repeat >= 2:
                 hand[mode].append(seconds)
