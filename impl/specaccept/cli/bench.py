@@ -116,6 +116,9 @@ class BenchResult:
     """The round's pieces evaluated alone (`ForwardCosts`), medians over repeats."""
     python_loop_seconds: list[float] = field(default_factory=list)
     """A fixed pure-Python loop, once per repeat: [median, min, max] (the host's drift)."""
+    agreement: dict[str, float] = field(default_factory=dict)
+    """A random pair's agreement along the target's own samples (`random_pairs.agreement`):
+    sum_min, sum_prod, target_entropy (nats), positions; empty for models on disk."""
 
 
 def run_benchmark(args: argparse.Namespace) -> int:
@@ -127,7 +130,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         python_loop_seconds,
         sampler_kernel_counts,
     )
-    from specaccept.shell.random_pairs import random_pair
+    from specaccept.shell.random_pairs import agreement, random_pair
 
     config = sampler_config(args)
     if config.uses_history:
@@ -144,6 +147,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
         pair = load_pair(args.model, args.draft_model)
         prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
     k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
+    if n < 2:
+        # The last token is a plain target step: with one token no round drafts.
+        raise ValueError(
+            f"bench times drafting rounds, which need -n/--max-tokens >= 2, got {n}"
+        )
     paths = {"": True, "-core": False} if args.core_arms else {"": True}
     generators = {
         f"{rule}{suffix}": SpeculativeGenerator(
@@ -181,7 +189,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
         **{f"speculative-{name}": speculative(name) for name in generators},
         **mlx_lm_arms(pair, prompt, config, k, n),
     }
-    rules = [generators[rule].acceptance_rule for rule in SPECULATIVE_RULES]
+    # Distinct rules only: at temperature 0 every arm's rule is greedy-argmax.
+    rules = list(dict.fromkeys(generators[rule].acceptance_rule for rule in SPECULATIVE_RULES))
     probe = ForwardCosts(pair, prompt, k, config, rules)
     progress = progress_bar(
         (len(arms) + 1) * (args.repeats + 1) + 1, "bench", quiet=args.json_path is not None
@@ -212,8 +221,12 @@ def run_benchmark(args: argparse.Namespace) -> int:
     for name in generators:
         del stats[name][0], clocks[name][0]  # the warm-up run
     piece_seconds = {name: statistics.median(p[name] for p in pieces) for name in pieces[0]}
+    # Keyed by the rule each arm runs: at temperature 0 every arm runs greedy-argmax.
     verify_ratio: dict[str, float] = {
-        rule: statistics.median(p[f"verify_{rule}"] / p[f"target_{k + 1}"] for p in pieces)
+        rule: statistics.median(
+            p[f"verify_{generators[rule].acceptance_rule.value}"] / p[f"target_{k + 1}"]
+            for p in pieces
+        )
         for rule in SPECULATIVE_RULES
     }
     # The breakdown: one more run per rule with every phase evaluated alone (slower, and
@@ -231,6 +244,10 @@ def run_benchmark(args: argparse.Namespace) -> int:
         }
         for name in generators
     }
+    # What the acceptance figures rest on, for a pair whose agreement is built, not learned.
+    pair_agreement = (
+        agreement(pair, prompt, config, n, seed=seed).__dict__ if args.random_pair else {}
+    )
     kernels = sampler_kernel_counts(generators[SPECULATIVE_RULES[0]].vocab_size, config, k, rules)
     progress.update()
     progress.close()
@@ -351,6 +368,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         piece_seconds=piece_seconds,
         python_loop_seconds=[statistics.median(python_loop), min(python_loop),
                              max(python_loop)],
+        agreement=pair_agreement,
     )
     print_invocation(args)
     print(render_markdown(result))
@@ -392,8 +410,31 @@ def render_markdown(result: BenchResult) -> str:
         lines += [
             f"Models: the random-weight pair `{s['random_pair']}` ({s['random_pair_shapes']}), "
             "built in memory. Its costs are those of a real pair of these shapes; its "
-            "acceptance is not a trained pair's (two independent random models rarely agree), "
-            "so acceptance, tokens/round and speedups describe this random pair only.",
+            "acceptance is not a trained pair's"
+            + (
+                ": its agreement is built in (a self-speculative drafter of the target's "
+                "first layers), so acceptance, tokens/round and speedups are those of a "
+                "self-speculative pair of the agreement below."
+                if result.agreement and "self" in s["random_pair"] else
+                " (two independent random models rarely agree), so acceptance, tokens/round "
+                "and speedups describe this random pair only."
+            ),
+            "",
+        ]
+    if result.agreement:
+        a = result.agreement
+        lines += [
+            f"Agreement along {a['positions']} of the target's own samples at temperature "
+            f"{s['temperature']} (seed {s['seed']}): Σ min(p, q) = {a['sum_min']:.4f} (the "
+            f"stochastic rule's acceptance there), Σ p·q = {a['sum_prod']:.4f} "
+            f"(sampler-match's), the target's entropy {a['target_entropy']:.3f} nats.",
+            "",
+        ]
+    if s["temperature"] == 0:
+        lines += [
+            "At temperature 0 every speculative arm runs greedy-argmax, as mlx-lm's "
+            "speculative arm runs its greedy decoding: the arms emit the same tokens (up to "
+            "the numerics of a batched forward), so their ratios compare cost alone.",
             "",
         ]
     lines += [

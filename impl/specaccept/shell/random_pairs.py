@@ -6,6 +6,14 @@ times the round of a real pair of the same shapes. Its acceptance is another mat
 two independent random models agree far less than a trained drafter agrees with its
 target, so acceptance rates, tokens per round and speedups measured on such a pair
 describe that random pair, never a trained one.
+
+A *self-speculative* preset (LayerSkip-style) makes a pair that agrees: the drafter is
+the target's first layers, sharing its embedding, final norm and head, and the target's
+residual branches (``o_proj``, ``down_proj``) are scaled down so that its later layers
+move the hidden state little, while its head is scaled up so that its laws are peaked
+rather than near-uniform. `agreement` measures how much such a pair agrees, Σ min(p, q)
+and the target's entropy along the target's own samples; its speedups are those of a
+self-speculative pair of that agreement.
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ from typing import Any, cast
 
 import mlx.core as mx
 
+from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 from specaccept.shell.loading import ModelPair
 
-__all__ = ["RANDOM_PAIRS", "RandomPairPreset", "random_pair"]
+__all__ = ["RANDOM_PAIRS", "Agreement", "RandomPairPreset", "agreement", "random_pair"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,14 @@ class RandomPairPreset:
     description: str
     target: dict[str, Any]
     drafter: dict[str, Any]
+    """The drafter's shapes; for a self-speculative preset, the target's with fewer layers."""
     dtype: str
+    self_speculative: bool = False
+    """The drafter is the target's first layers, sharing its embedding, norm and head."""
+    residual_scale: float = 1.0
+    """Factor on the target's residual-branch outputs (``o_proj``, ``down_proj``)."""
+    head_scale: float = 1.0
+    """Factor on the target's output head."""
 
 
 def _llama(**fields: Any) -> dict[str, Any]:
@@ -38,15 +54,22 @@ def _llama(**fields: Any) -> dict[str, Any]:
 
 _LLAMA3_VOCAB = 128_256
 
+_LLAMA3_8B = _llama(
+    hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
+    num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+    vocab_size=_LLAMA3_VOCAB, tie_word_embeddings=False,
+)
+_SMALL_TARGET = _llama(
+    hidden_size=256, num_hidden_layers=4, intermediate_size=512,
+    num_attention_heads=4, num_key_value_heads=2, vocab_size=8192,
+    tie_word_embeddings=False,
+)
+
 RANDOM_PAIRS: dict[str, RandomPairPreset] = {
     "llama-3-8b-1b": RandomPairPreset(
         description="Llama-3.1-8B-shaped target, Llama-3.2-1B-shaped drafter, "
         f"vocabulary {_LLAMA3_VOCAB:,}, bfloat16 (about 16 GB + 2.5 GB of weights)",
-        target=_llama(
-            hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
-            num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-            vocab_size=_LLAMA3_VOCAB, tie_word_embeddings=False,
-        ),
+        target=_LLAMA3_8B,
         drafter=_llama(
             hidden_size=2048, num_hidden_layers=16, intermediate_size=8192,
             num_attention_heads=32, num_key_value_heads=8, head_dim=64,
@@ -57,17 +80,31 @@ RANDOM_PAIRS: dict[str, RandomPairPreset] = {
     "small": RandomPairPreset(
         description="a small Llama-shaped pair for a CPU (4 + 1 layers, width 256 / 128, "
         "vocabulary 8,192, float32)",
-        target=_llama(
-            hidden_size=256, num_hidden_layers=4, intermediate_size=512,
-            num_attention_heads=4, num_key_value_heads=2, vocab_size=8192,
-            tie_word_embeddings=False,
-        ),
+        target=_SMALL_TARGET,
         drafter=_llama(
             hidden_size=128, num_hidden_layers=1, intermediate_size=256,
             num_attention_heads=4, num_key_value_heads=2, vocab_size=8192,
             tie_word_embeddings=True,
         ),
         dtype="float32",
+    ),
+    "llama-3-8b-self": RandomPairPreset(
+        description="Llama-3.1-8B-shaped target (residual branches x 0.002, head x 8), "
+        "self-speculative drafter of its first 8 layers sharing its embedding, final norm "
+        f"and head, vocabulary {_LLAMA3_VOCAB:,}, bfloat16 (about 16 GB of weights)",
+        target=_LLAMA3_8B,
+        drafter={**_LLAMA3_8B, "num_hidden_layers": 8},
+        dtype="bfloat16",
+        self_speculative=True, residual_scale=0.002, head_scale=8.0,
+    ),
+    "small-self": RandomPairPreset(
+        description="a small self-speculative pair for a CPU: the `small` target "
+        "(residual branches x 0.02, head x 8) and a drafter of its first layer sharing "
+        "its embedding, final norm and head, vocabulary 8,192, float32",
+        target=_SMALL_TARGET,
+        drafter={**_SMALL_TARGET, "num_hidden_layers": 1},
+        dtype="float32",
+        self_speculative=True, residual_scale=0.02, head_scale=8.0,
     ),
 }
 """The presets `specaccept bench --random-pair` accepts, by name."""
@@ -105,6 +142,32 @@ def _build(fields: dict[str, Any], key: mx.array, dtype: mx.Dtype) -> Any:
     return model
 
 
+def _scale_self_speculative(target: Any, preset: RandomPairPreset) -> None:
+    """Scale the residual branches and the head, so that the first layers predict the rest."""
+    for layer in target.model.layers:
+        for linear in (layer.self_attn.o_proj, layer.mlp.down_proj):
+            linear.weight = linear.weight * preset.residual_scale
+    target.lm_head.weight = target.lm_head.weight * preset.head_scale
+    mx.eval(target.parameters())
+
+
+def _first_layers_of(target: Any, fields: dict[str, Any]) -> Any:
+    """A drafter made of the target's first layers and its embedding, norm and head.
+
+    The modules are shared, not copied: the drafter adds no weights. Its own freshly
+    initialised modules are replaced before they are ever evaluated, so they cost nothing.
+    """
+    from mlx_lm.models import llama
+
+    drafter = llama.Model(llama.ModelArgs(**fields))
+    drafter.model.embed_tokens = target.model.embed_tokens
+    drafter.model.layers = target.model.layers[: fields["num_hidden_layers"]]
+    drafter.model.norm = target.model.norm
+    drafter.lm_head = target.lm_head
+    drafter.eval()
+    return drafter
+
+
 def random_pair(preset: str, *, seed: int = 0) -> ModelPair:
     """Build the preset's target and drafter with random weights; no tokenizer, no files.
 
@@ -118,10 +181,56 @@ def random_pair(preset: str, *, seed: int = 0) -> ModelPair:
     shapes = RANDOM_PAIRS[preset]
     dtype = getattr(mx, shapes.dtype)
     target_key, drafter_key = mx.random.split(mx.random.key(seed), 2)
+    target = _build(shapes.target, target_key, dtype)
+    if shapes.self_speculative:
+        _scale_self_speculative(target, shapes)
+        drafter = _first_layers_of(target, shapes.drafter)
+    else:
+        drafter = _build(shapes.drafter, drafter_key, dtype)
     return ModelPair(
-        target=_build(shapes.target, target_key, dtype),
-        drafter=_build(shapes.drafter, drafter_key, dtype),
+        target=target,
+        drafter=drafter,
         tokenizer=None,
         target_path=Path(f"random-{preset}-target"),
         drafter_path=Path(f"random-{preset}-drafter"),
     )
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How much a pair agrees along the target's own samples, at one sampler config."""
+
+    sum_min: float
+    """Mean over the positions of Σ min(p, q): the stochastic rule's acceptance there."""
+    sum_prod: float
+    """Mean of Σ p·q: sampler-match's acceptance there."""
+    target_entropy: float
+    """Mean entropy of the target's sampler law p, in nats."""
+    positions: int
+
+
+def agreement(
+    pair: ModelPair, prompt: list[int], config: SamplerConfig, max_tokens: int, *, seed: int = 0
+) -> Agreement:
+    """Sample the target alone, then compare both models' sampler laws at every position.
+
+    p and q are the target's and the drafter's `effective_token_distribution` after the
+    prompt and the target's samples before the position, computed in one forward of each
+    model over the whole sequence. At temperature 0 both laws are one-hot: Σ min(p, q) is
+    then how often the two argmaxes agree, and the entropy is 0.
+    """
+    from specaccept.shell.generator import target_only_generate
+
+    if config.uses_history:
+        raise ValueError("agreement compares sampler laws without history: leave penalties off")
+    samples = list(target_only_generate(pair.target, prompt, config, max_tokens, seed=seed))
+    sequence = mx.array(prompt + samples[:-1])[None]
+    start = len(prompt) - 1
+    p = effective_token_distribution(pair.target(sequence)[0, start:], config)
+    q = effective_token_distribution(pair.drafter(sequence)[0, start:], config)
+    logs = mx.log(mx.where(p > 0, p, 1.0))
+    sum_min = mx.minimum(p, q).sum(axis=-1).mean()
+    sum_prod = (p * q).sum(axis=-1).mean()
+    entropy = -(p * logs).sum(axis=-1).mean()
+    mx.eval(sum_min, sum_prod, entropy)
+    return Agreement(sum_min.item(), sum_prod.item(), entropy.item(), len(samples))
