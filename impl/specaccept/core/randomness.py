@@ -28,11 +28,15 @@ __all__ = [
     "ACCEPT",
     "DRAFT",
     "SAMPLE",
+    "RoundKeys",
     "RoundUniforms",
+    "UniformKey",
     "position_uniform",
+    "round_keys",
     "round_uniform",
     "round_uniforms",
     "splitmix64",
+    "uniform",
 ]
 
 ACCEPT = 0
@@ -127,6 +131,60 @@ def round_uniform(seed: int, round_position: int, offset: int, slot: int) -> flo
     return _word_to_uniform(splitmix64(_position_word(seed, round_position, slot) ^ offset))
 
 
+class UniformKey(NamedTuple):
+    """The name of one uniform: a slot, and the position (and offset) it is keyed by."""
+
+    slot: int
+    position: int
+    """The absolute output position for `SAMPLE`; the round's first position otherwise."""
+    offset: int | None
+    """The offset in the round for the round-keyed slots; None for `SAMPLE`."""
+
+
+def uniform(seed: int, key: UniformKey) -> float:
+    """The value of the uniform named `key` in a run seeded `seed`.
+
+    >>> uniform(7, UniformKey(SAMPLE, 3, None)) == position_uniform(7, 3, SAMPLE)
+    True
+    >>> uniform(7, UniformKey(DRAFT, 3, 1)) == round_uniform(7, 3, 1, DRAFT)
+    True
+    """
+    if key.offset is None:
+        return position_uniform(seed, key.position, key.slot)
+    return round_uniform(seed, key.position, key.offset, key.slot)
+
+
+class RoundKeys(NamedTuple):
+    """The keys of every uniform one round of k drafts may read, in the verifiers' layout."""
+
+    draft: list[UniformKey]
+    """k keys: entry j draws draft j (`DRAFT`, offset j)."""
+    verify: list[list[UniformKey]]
+    """k + 1 rows ``[accept key, sample key]``: row i tests draft i (`ACCEPT`, offset i)
+    and draws the target's token at output position round_position + i (`SAMPLE`)."""
+
+
+def round_keys(round_position: int, num_drafts: int) -> RoundKeys:
+    """The keys a round starting at output `round_position` with `num_drafts` drafts reads.
+
+    >>> keys = round_keys(3, 1)
+    >>> keys.draft
+    [UniformKey(slot=2, position=3, offset=0)]
+    >>> keys.verify[1]
+    [UniformKey(slot=0, position=3, offset=1), UniformKey(slot=1, position=4, offset=None)]
+    """
+    round_position = _check_position("round_position", round_position)
+    num_drafts = validation.integer("num_drafts", num_drafts)
+    if num_drafts < 0:
+        raise ValueError(f"num_drafts must be >= 0, got {num_drafts}")
+    draft = [UniformKey(DRAFT, round_position, j) for j in range(num_drafts)]
+    verify = [
+        [UniformKey(ACCEPT, round_position, i), UniformKey(SAMPLE, round_position + i, None)]
+        for i in range(num_drafts + 1)
+    ]
+    return RoundKeys(draft, verify)
+
+
 class RoundUniforms(NamedTuple):
     """Every uniform one round of k drafts may read, in the layout the verifiers take."""
 
@@ -138,7 +196,7 @@ class RoundUniforms(NamedTuple):
 
 
 def round_uniforms(seed: int, round_position: int, num_drafts: int) -> RoundUniforms:
-    """The uniforms of the round that starts at output `round_position` with `num_drafts` drafts.
+    """The values of `round_keys(round_position, num_drafts)` in a run seeded `seed`.
 
     A round with no drafts (the last target step of a run) reads row 0 alone.
 
@@ -148,13 +206,9 @@ def round_uniforms(seed: int, round_position: int, num_drafts: int) -> RoundUnif
     >>> u.verify[1] == [round_uniform(1234, 3, 1, ACCEPT), position_uniform(1234, 4, SAMPLE)]
     True
     """
-    num_drafts = validation.integer("num_drafts", num_drafts)
-    if num_drafts < 0:
-        raise ValueError(f"num_drafts must be >= 0, got {num_drafts}")
-    draft = [round_uniform(seed, round_position, j, DRAFT) for j in range(num_drafts)]
-    verify = [
-        [round_uniform(seed, round_position, i, ACCEPT),
-         position_uniform(seed, round_position + i, SAMPLE)]
-        for i in range(num_drafts + 1)
-    ]
-    return RoundUniforms(draft, verify)
+    seed = _check_seed(seed)
+    keys = round_keys(round_position, num_drafts)
+    return RoundUniforms(
+        [uniform(seed, key) for key in keys.draft],
+        [[uniform(seed, key) for key in row] for row in keys.verify],
+    )
