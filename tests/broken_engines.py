@@ -33,7 +33,7 @@ from specaccept import (
     verify_block,
 )
 from specaccept.core.joint import verify_drafts_jointly
-from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
+from specaccept.core.randomness import round_uniforms
 from specaccept.shell.conformance import TraceWriter, encode_rows
 
 __all__ = ["BUGS", "EngineCase", "run_engine"]
@@ -151,6 +151,7 @@ def run_engine(
         step = mx.array([*backfill, current])
         drafts: list[int] = []
         claimed_q, draw_q = [], []
+        randomness = round_uniforms(seed, position, k)
         for j in range(k):
             logits = pair.drafter(step[None], cache=draft_cache)[0, -1]
             context = mx.array(history + drafts, dtype=mx.int32)
@@ -158,7 +159,7 @@ def run_engine(
             claimed = (effective_token_distribution(logits, SamplerConfig(temperature=1.0))
                        if bug == "raw-logits-q" else law)
             token = int(np.array(sample_from_distribution(
-                law, position_uniform(seed, position + j, DRAFT))))
+                law, randomness.draft[j])))
             drafts.append(token)
             draw_q.append(law)
             claimed_q.append(claimed)
@@ -171,9 +172,7 @@ def run_engine(
                                                      mx.array(seen, dtype=mx.int32)))
         p = np.array(mx.stack(rows), dtype=np.float64)
         q = np.array(mx.stack(claimed_q), dtype=np.float64)
-        uniforms = np.array([[position_uniform(seed, position + i, ACCEPT),
-                              position_uniform(seed, position + i, SAMPLE)]
-                             for i in range(k + 1)], dtype=np.float32)
+        uniforms = np.array(randomness.verify, dtype=np.float32)
         accepted, next_token = _decide(bug, rule, p, q, drafts, uniforms)
         emitted = [*drafts[:accepted], next_token]
         plan = rewind_trim(k, accepted)

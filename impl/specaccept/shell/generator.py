@@ -28,7 +28,7 @@ from specaccept.core.acceptance import (
     verify_block,
 )
 from specaccept.core.joint import verify_drafts_jointly
-from specaccept.core.randomness import ACCEPT, DRAFT, SAMPLE, position_uniform
+from specaccept.core.randomness import SAMPLE, position_uniform, round_uniforms
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampling import (
     SamplerConfig,
@@ -500,10 +500,12 @@ class SpeculativeGenerator:
     ) -> SpeculativeRun:
         """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
 
-        The arguments are checked here, before any model runs. Output position n
-        (0-based, counted from the first generated token) uses the uniforms
-        ``position_uniform(seed, n, slot)`` for its accept test, its target draw
-        and its draft. A `clock` times the run's drafting rounds (`RoundClock`).
+        The arguments are checked here, before any model runs. The round that
+        starts at output position n (0-based, counted from the first generated
+        token) reads ``round_uniforms(seed, n, k)``: its accept tests and drafts
+        keyed by (n, offset), fresh in every round, and the target's draw at each
+        position m by m alone (spec/randomness.md). A `clock` times the run's
+        drafting rounds (`RoundClock`).
         """
         _check_run_arguments(max_tokens, seed, self.prefill_step_size)
         tokens = _check_prompt(prompt, self.vocab_size)
@@ -611,15 +613,14 @@ class SpeculativeGenerator:
         logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
         _check_width(logits, self.vocab_size, "the target")
         probs = effective_token_distribution(logits, self.target_config, history)
-        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
+        uniforms = round_uniforms(seed, position, 0).verify
+        token = sample_from_distribution(probs, uniforms[0][1])
         stats.rounds += 1
         observed = [probs[None]] if self.round_observer is not None else []
         token_value, invalid, *rows = self._sync(
             stats, token, _invalid_rows(logits[None], probs[None]), *observed
         )
         if rows:
-            uniforms = [[position_uniform(seed, position, ACCEPT),
-                         position_uniform(seed, position, SAMPLE)]]
             self._observed = (rows[0], None, [], uniforms, 0)
         _raise_on_invalid(invalid, "the target", position)
         return [int(token_value)]
@@ -646,9 +647,9 @@ class SpeculativeGenerator:
         draft_probs: list[mx.array] = []
         # Each draft's logits and law are checked as it is sampled; the codes ride the sync.
         draft_checks: list[mx.array] = []
-        draft_uniforms = mx.array(
-            [position_uniform(seed, position + j, DRAFT) for j in range(k)], dtype=mx.float32
-        )
+        # Keyed by the round's first position: fresh in every round, under every rule.
+        round_randomness = round_uniforms(seed, position, k)
+        draft_uniforms = mx.array(round_randomness.draft, dtype=mx.float32)
         step_input = mx.array([*backfill, current])
         for j in range(k):
             logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
@@ -681,14 +682,7 @@ class SpeculativeGenerator:
         if clock is not None:
             clock.phase("target forward", target_logits)
         proposal = mx.stack(draft_probs) if keep_q else None
-        uniforms = mx.array(
-            [
-                [position_uniform(seed, position + i, ACCEPT),
-                 position_uniform(seed, position + i, SAMPLE)]
-                for i in range(k + 1)
-            ],
-            dtype=mx.float32,
-        )
+        uniforms = mx.array(round_randomness.verify, dtype=mx.float32)
         needed_q = proposal if rule.needs_proposal_distribution else None
         joint = None
         if fused is not None:

@@ -275,14 +275,16 @@ def _diagnose(
         return f"{where}: {test}: the spec {said[0]} draft {draft}, the engine {said[1]} it"
     # Same accept decision, different replacement.
     if rule is AcceptanceRule.STOCHASTIC and q is not None:
-        if p[engine_token] <= q[engine_token]:
-            return (f"{where}: replacement {engine_token} lies outside the residual's support "
-                    f"(p = {p[engine_token]:.6g} <= q = {q[engine_token]:.6g}); the spec "
-                    f"draws {spec[1]} from relu(p - q)")
+        # The most specific diagnosis first: a draw from p on the same uniform names the bug,
+        # whether or not that token also falls outside the residual's support.
         from_p = _scalar(sample_from_distribution(mx.array(p), float(u[i, 1])))
         if from_p == engine_token:
             return (f"{where}: replacement {engine_token} is draw(p, u[i,1]), the spec's is "
                     f"draw(relu(p - q), u[i,1]) = {spec[1]}: resampled from p, not the residual")
+        if p[engine_token] <= q[engine_token]:
+            return (f"{where}: replacement {engine_token} lies outside the residual's support "
+                    f"(p = {p[engine_token]:.6g} <= q = {q[engine_token]:.6g}); the spec "
+                    f"draws {spec[1]} from relu(p - q)")
         return (f"{where}: replacement {engine_token} lies in the residual's support but is "
                 f"not its draw, draw(relu(p - q), u[i,1] = {u[i, 1]:.6g}) = {spec[1]}: the "
                 "residual is normalised or drawn differently")
