@@ -51,6 +51,7 @@ __all__ = [
     "FusedSampler",
     "RoundVerdict",
     "compile_status",
+    "compiled_per_shape",
     "draw_from_distribution",
     "fused_sampler",
     "fused_verify_block",
@@ -182,6 +183,25 @@ def _compiled(function: F) -> F:
 
 def _plain(function: F) -> F:
     return function
+
+
+def compiled_per_shape(function: F) -> F:
+    """`function` compiled once per input signature, each signature its own `mx.compile`.
+
+    One compiled function retraces for each new input shape and keeps every trace;
+    here each signature (the inputs' shapes and dtypes) gets a compiled function of its
+    own, so no compiled function ever sees two shapes.
+    """
+    compiled: dict[tuple[object, ...], Callable[..., object]] = {}
+
+    def call(*arrays: mx.array) -> object:
+        signature = tuple((tuple(a.shape), a.dtype) for a in arrays)
+        if signature not in compiled:
+            # A fresh function object: mx.compile keys its cache by the function's id.
+            compiled[signature] = mx.compile(lambda *inputs: function(*inputs))
+        return compiled[signature](*arrays)
+
+    return cast(F, call)
 
 
 class DraftStep(NamedTuple):
