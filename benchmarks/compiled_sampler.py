@@ -38,7 +38,7 @@ from typing import Any
 
 os.environ.setdefault("MLX_CUDA_USE_CUDNN_SDPA", "0")
 
-import mlx.core as mx  # noqa: E402
+import mlx.core as mx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "impl"))

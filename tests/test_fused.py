@@ -29,6 +29,7 @@ from specaccept import (
 )
 from specaccept.shell.fused import (
     FusedSampler,
+    draw_by_first_eligible,
     draw_from_distribution,
     fused_verify_block,
     invalid_row_codes,
@@ -125,6 +126,8 @@ def test_draw_matches_the_golden_vectors(compile_mode: str) -> None:
         u = mx.broadcast_to(mx.array(inputs["u"], dtype=mx.float32), probs.shape[:-1])
         reference = sample_from_distribution(probs, u)
         assert_same(str(vector["name"]), draw_from_distribution(probs, u), reference)
+        assert_same(f"{vector['name']} first eligible", draw_by_first_eligible(probs, u),
+                    reference)
         assert_same(f"{vector['name']} compiled", draw(probs, u), reference)
 
 
@@ -138,6 +141,7 @@ def test_draw_matches_the_reference_on_random_rows(compile_mode: str, vocab: int
         u[0], u[1] = 0.0, 1.0 - 2**-24  # both ends of the grid
         reference = sample_from_distribution(probs, u)
         assert_same(f"V={vocab}", draw_from_distribution(probs, u), reference)
+        assert_same(f"V={vocab} first eligible", draw_by_first_eligible(probs, u), reference)
         assert_same(f"V={vocab} compiled", draw(probs, u), reference)
         assert_same(f"V={vocab} one row", draw(probs[2], u[2]), sample_from_distribution(
             probs[2], u[2]))
@@ -152,6 +156,8 @@ def test_draw_matches_the_reference_on_degenerate_rows(compile_mode: str) -> Non
     )
     u = mx.array([0.5, 0.5, 0.5, 0.5, 0.5, 1 - 2**-24], dtype=mx.float32)
     assert_same("degenerate", mx.compile(draw_from_distribution)(probs, u),
+                sample_from_distribution(probs, u))
+    assert_same("degenerate, first eligible", draw_by_first_eligible(probs, u),
                 sample_from_distribution(probs, u))
 
 
@@ -190,7 +196,7 @@ def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> N
         if inputs["history"] or not FusedSampler.serves(config):
             continue
         served += 1
-        fused = FusedSampler(config, config)
+        fused = FusedSampler(config, config, compiled=compile_mode == "compiled")
         logits = float_array(inputs["logits"], "logits")
         draw_uniforms = inputs["draw_uniforms"]
         assert isinstance(draw_uniforms, list)
@@ -207,12 +213,14 @@ def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> N
     assert served >= 10, "the vectors must exercise the served configurations"
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=range(len(CONFIGS)))
+# Greedy too: its fast draw is the argmax of the one-hot law.
+@pytest.mark.parametrize("config", (*CONFIGS, SamplerConfig(temperature=0.0)),
+                         ids=range(len(CONFIGS) + 1))
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16], ids=["f32", "bf16"])
 def test_draft_step_matches_the_reference_on_random_logits(
     compile_mode: str, config: SamplerConfig, dtype: mx.Dtype
 ) -> None:
-    fused = FusedSampler(config, config)
+    fused = FusedSampler(config, config, compiled=compile_mode == "compiled")
     # A 128k vocabulary, the size this path exists for, once per config.
     sizes = ((0, 67), (1, 4096), (2, 128_256)) if dtype == mx.bfloat16 else ((0, 67), (1, 4096))
     for seed, vocab in sizes:
@@ -259,7 +267,7 @@ def test_verify_round_matches_the_reference_round(
 ) -> None:
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         config = SamplerConfig(temperature=0.0)
-    fused = FusedSampler(config, config)
+    fused = FusedSampler(config, config, compiled=compile_mode == "compiled")
     cases = [(0, 67, 4), (1, 1000, 1), (3, 50, 8)]
     if config == CONFIGS[1]:
         cases.append((2, 128_256, 4))
