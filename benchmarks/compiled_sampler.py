@@ -90,9 +90,9 @@ def _small_vocab_pair() -> Any:
     return random_pairs.random_pair("crash-check")
 
 
-def crash_child(variant: str, n: int, temp: float) -> None:
+def crash_child(variant: str, n: int, temp: float, preset: str | None) -> None:
     """The bench's sequence under one variant; prints each finished step."""
-    pair = _small_vocab_pair()
+    pair = _small_vocab_pair() if preset is None else random_pairs.random_pair(preset)
     config = SamplerConfig(temperature=temp)
     sampler = _sampler(variant, config)
     for seed in range(2):
@@ -106,14 +106,17 @@ def crash_child(variant: str, n: int, temp: float) -> None:
     print("done", flush=True)
 
 
-def crash_table(n: int, temp: float, survivors: list[str]) -> list[str]:
+def crash_table(n: int, temp: float, survivors: list[str], variants: tuple[str, ...],
+                preset: str | None) -> list[str]:
     """Each variant in a child; the variants that exit 0 are appended to `survivors`."""
-    lines = ["| variant | exit status | last step finished |", "|---|---:|---|"]
-    for variant in VARIANTS:
+    pair = "a 4-layer, width-512 pair at V = 128,256" if preset is None else f"`{preset}`"
+    lines = [f"Each variant in a child process, on {pair}:", "",
+             "| variant | exit status | last step finished |", "|---|---:|---|"]
+    for variant in variants:
         try:
             child = subprocess.run(
                 [sys.executable, __file__, "--crash-child", variant, "-n", str(n),
-                 "--temp", str(temp)],
+                 "--temp", str(temp), *(["--child-pair", preset] if preset else [])],
                 capture_output=True, text=True, timeout=120, check=False,
             )
         except subprocess.TimeoutExpired:
@@ -185,26 +188,8 @@ def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int
            for rule in (AcceptanceRule.SAMPLER_MATCH, AcceptanceRule.STOCHASTIC,
                         AcceptanceRule.BLOCK) for v, s in samplers.items()},
     }
-    host: dict[str, list[float]] = {name: [] for name in chains}
-    total: dict[str, list[float]] = {name: [] for name in chains}
-    for iteration in range(40):
-        for name, chain in chains.items():
-            start = time.perf_counter()
-            outputs = chain()
-            built = time.perf_counter()
-            mx.eval(*outputs)
-            end = time.perf_counter()
-            if iteration >= 5:
-                host[name].append(built - start)
-                total[name].append(end - start)
-    lines = [f"Pieces at V = {vocab:,} from evaluated bf16 logits, medians of 35 interleaved "
-             "iterations, ms:", "",
-             "| piece | host: build and dispatch | to its result |", "|---|---:|---:|"]
-    lines += [f"| {name} | {_median_ms(host[name])} | {_median_ms(total[name])} |"
-              for name in chains]
-
     arms: dict[str, Callable[[int], int]] = {}
-    for rule in RULES:
+    for rule in ("sampler-match", "block"):  # the rules the targets name
         for variant, sampler in samplers.items():
             generator = _generator(pair, config, rule, sampler)
             arms[f"{rule}, fused {variant}"] = (
@@ -221,12 +206,13 @@ def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int
     names = list(arms)
     for repeat in range(repeats + 1):
         for name in names[repeat % len(names):] + names[: repeat % len(names)]:
+            print(f"repeat {repeat} {name}", file=sys.stderr, flush=True)
             start = time.perf_counter()
             count = arms[name](repeat)
             if repeat:
                 rates[name].append(count / (time.perf_counter() - start))
     base = rates["mlx-lm speculative"]
-    lines += ["", f"Whole runs, {n} tokens, k = {k}, {repeats} interleaved repeats "
+    lines = [f"Whole runs, {n} tokens, k = {k}, {repeats} interleaved repeats "
               "(seeds 1.., one warm-up discarded), tokens/s:", "",
               "| arm | tokens/s median | min-max | / mlx-lm speculative (median of per-repeat) |",
               "|---|---:|---:|---:|"]
@@ -234,6 +220,26 @@ def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int
         ratio = statistics.median(a / b for a, b in zip(values, base, strict=True))
         lines.append(f"| {name} | {statistics.median(values):.1f} | "
                      f"{min(values):.1f}-{max(values):.1f} | {ratio:.3f} |")
+    host: dict[str, list[float]] = {name: [] for name in chains}
+    total: dict[str, list[float]] = {name: [] for name in chains}
+    for iteration in range(40):
+        for name, chain in chains.items():
+            if iteration == 0:
+                print(f"piece {name}", file=sys.stderr, flush=True)
+            start = time.perf_counter()
+            outputs = chain()
+            built = time.perf_counter()
+            mx.eval(*outputs)
+            end = time.perf_counter()
+            if iteration >= 5:
+                host[name].append(built - start)
+                total[name].append(end - start)
+    lines += ["", f"Pieces at V = {vocab:,} from evaluated bf16 logits, medians of 35 interleaved "
+             "iterations, ms:", "",
+             "| piece | host: build and dispatch | to its result |", "|---|---:|---:|"]
+    lines += [f"| {name} | {_median_ms(host[name])} | {_median_ms(total[name])} |"
+              for name in chains]
+
     return lines
 
 
@@ -246,14 +252,18 @@ def main() -> None:
     parser.add_argument("--temp", type=float, default=1.0)
     parser.add_argument("-k", type=int, default=4)
     parser.add_argument("--variants", nargs="+",
-                        default=["uncompiled", "compiled", "compiled per shape"],
+                        default=["uncompiled", "draft step compiled", "compiled per shape"],
                         choices=VARIANTS,
                         help="the variants timed in part 2 (those of them that ran in part 1)")
     parser.add_argument("--skip-crash-check", action="store_true")
     parser.add_argument("--crash-child", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--child-pair", help=argparse.SUPPRESS)
+    parser.add_argument("--reproduce", nargs="+", choices=VARIANTS, default=[],
+                        help="after the timings, run these variants in children on the "
+                        "timed pair itself (part 1 runs them on a small pair)")
     args = parser.parse_args()
     if args.crash_child:
-        crash_child(args.crash_child, args.n, args.temp)
+        crash_child(args.crash_child, args.n, args.temp, args.child_pair)
         return
     from importlib.metadata import version
     print(f"device {mx.default_device()}, mlx {version('mlx')}, temperature {args.temp}, "
@@ -262,12 +272,19 @@ def main() -> None:
     variants = args.variants
     if not args.skip_crash_check:
         survivors: list[str] = []
-        print("\n".join(crash_table(min(args.n, 24), args.temp, survivors)), flush=True)
+        print("\n".join(crash_table(min(args.n, 24), args.temp, survivors, VARIANTS, None)),
+              flush=True)
         print()
         variants = [v for v in variants if v in survivors]
     pair = random_pairs.random_pair(args.random_pair)
     config = SamplerConfig(temperature=args.temp)
-    print("\n".join(timing_tables(pair, config, args.k, args.n, args.repeats, variants)))
+    print("\n".join(timing_tables(pair, config, args.k, args.n, args.repeats, variants)),
+          flush=True)
+    if args.reproduce:
+        del pair
+        print()
+        print("\n".join(crash_table(24, args.temp, [], tuple(args.reproduce),
+                                    args.random_pair)))
 
 
 if __name__ == "__main__":

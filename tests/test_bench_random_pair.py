@@ -78,3 +78,57 @@ def test_the_real_shape_preset_has_llama_3_shapes() -> None:
     assert (preset.target["num_hidden_layers"], preset.target["hidden_size"]) == (32, 4096)
     assert (preset.drafter["num_hidden_layers"], preset.drafter["hidden_size"]) == (16, 2048)
     assert preset.dtype == "bfloat16"
+
+
+def test_bench_at_temperature_zero_runs_greedy_arms_for_every_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 0 every arm runs greedy-argmax; the bench once failed looking up a stochastic piece."""
+    out = tmp_path / "bench.json"
+    status = main(["bench", "--random-pair", "small-self", "--temp", "0", "-n", "6",
+                   "--repeats", "1", "--json", str(out)])
+    assert status == 0
+    text = capsys.readouterr().out
+    assert "every speculative arm runs greedy-argmax" in text
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert set(result["verify_cost_over_forward"]) == {"stochastic", "sampler-match", "block"}
+    assert set(result["kernel_counts"]) == {"greedy-argmax"}
+    # Greedy arms of one pair accept alike: the same drafts, the same argmax test.
+    acceptance = result["per_position_acceptance"]
+    assert acceptance["stochastic"] == acceptance["sampler-match"] == acceptance["block"]
+    # The built-in agreement is stated: at 0, how often the two argmaxes agree.
+    assert 0 < result["agreement"]["sum_min"] <= 1
+    assert result["agreement"]["target_entropy"] == 0
+    assert "Agreement along 6 of the target's own samples" in text
+
+
+def test_bench_refuses_a_run_with_no_drafting_round(capsys: pytest.CaptureFixture[str]) -> None:
+    """-n 1 is one plain target step: no round to time (it once failed with KeyError 'round')."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--random-pair", "small", "-n", "1", "--repeats", "1"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "-n/--max-tokens >= 2, got 1" in error
+    assert len(error.strip().splitlines()) == 1
+
+
+def test_a_self_speculative_pair_agrees_and_shares_its_weights() -> None:
+    """The drafter is the target's first layers: its modules are the target's own."""
+    from specaccept.core.sampling import SamplerConfig
+    from specaccept.shell.random_pairs import agreement
+
+    pair = random_pair("small-self")
+    preset = RANDOM_PAIRS["small-self"]
+    assert len(pair.drafter.layers) == preset.drafter["num_hidden_layers"] == 1
+    assert pair.drafter.layers[0] is pair.target.layers[0]
+    assert pair.drafter.lm_head is pair.target.lm_head
+    assert pair.drafter.model.embed_tokens is pair.target.model.embed_tokens
+    prompt = list(b"ROMEO:")
+    built = agreement(pair, prompt, SamplerConfig(temperature=1.0), 16)
+    # Two independent random models have near-uniform laws (entropy near ln 8192 = 9.0),
+    # whose Σ min(p, q) is high by overlap alone: hence the entropy beside it. The built
+    # pair's laws are peaked and still overlap; the independent pair's products vanish.
+    independent = agreement(random_pair("small"), prompt, SamplerConfig(temperature=1.0), 16)
+    assert built.sum_min > 0.7 and built.positions == 16
+    assert 0.5 < built.target_entropy < independent.target_entropy - 4
+    assert built.sum_prod > 100 * independent.sum_prod

@@ -233,4 +233,6 @@ def agreement(
     sum_prod = (p * q).sum(axis=-1).mean()
     entropy = -(p * logs).sum(axis=-1).mean()
     mx.eval(sum_min, sum_prod, entropy)
-    return Agreement(sum_min.item(), sum_prod.item(), entropy.item(), len(samples))
+    return Agreement(
+        float(sum_min.item()), float(sum_prod.item()), float(entropy.item()), len(samples)
+    )
