@@ -22,7 +22,6 @@ import copy
 import doctest
 import json
 import math
-import os
 import re
 import struct
 import subprocess
@@ -35,8 +34,6 @@ import mlx.core as mx
 import pytest
 
 from specaccept import (
-    BLOCK_VERIFY_ENV,
-    STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     SamplerConfig,
     accept_draft_token,
@@ -394,19 +391,12 @@ def replay_sampler_config(
 def replay_acceptance_rule(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
-    # stochastic = null asks for the switches' defaults: replay with the variables unset.
-    saved = {name: os.environ.pop(name, None) for name in (STOCHASTIC_ACCEPT_ENV, BLOCK_VERIFY_ENV)}
-    try:
-        rule = acceptance_rule(
-            sampler_config(inputs["target_config"]),
-            drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
-            stochastic=value_arg(inputs["stochastic"]),
-            block=value_arg(inputs.get("block")),
-        )
-    finally:
-        for name, value in saved.items():
-            if value is not None:
-                os.environ[name] = value
+    rule = acceptance_rule(
+        sampler_config(inputs["target_config"]),
+        drafter_has_distribution=value_arg(inputs["drafter_has_distribution"]),
+        stochastic=value_arg(inputs["stochastic"]),
+        block=value_arg(inputs.get("block")),
+    )
     return same("rule", rule.value, expected["rule"])
 
 

@@ -14,7 +14,6 @@ vector through it.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -29,8 +28,6 @@ RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-propo
          "block")
 JOINT_RULES = ("block",)
 """Rules whose decisions are not one per position (verify_drafts_jointly.md)."""
-STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
-BLOCK_VERIFY_ENV = "SPECACCEPT_BLOCK_VERIFY"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 SMALLEST_TEMPERATURE = 2.0**-126  # float32's smallest normal
 ADJUSTMENT_LIMIT = 2.0**64  # |logit bias|, |frequency penalty|, |presence penalty|
@@ -423,13 +420,6 @@ def require_rule(rule: object) -> str:
     return rule
 
 
-def switch_from_environment(name: str) -> bool:
-    raw = os.environ.get(name, "1").strip().lower()
-    if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-        raise ArgumentValueError("stochastic", f"{name} is {raw!r}")
-    return raw in {"1", "true", "yes", "on"}
-
-
 def acceptance_rule(target_config: object, *, drafter_has_distribution: object,
                     stochastic: object = None, block: object = None) -> str:
     if not isinstance(target_config, SamplerConfig):
@@ -440,11 +430,12 @@ def acceptance_rule(target_config: object, *, drafter_has_distribution: object,
         raise ArgumentTypeError("stochastic", "stochastic must be a bool or None")
     if block is not None and not isinstance(block, bool):
         raise ArgumentTypeError("block", "block must be a bool or None")
+    # None is the automatic choice: both switches at their default, on.
     automatic = stochastic is None
     if automatic:
-        stochastic = switch_from_environment(STOCHASTIC_ACCEPT_ENV)
+        stochastic = True
     if block is None:
-        block = switch_from_environment(BLOCK_VERIFY_ENV) if automatic else False
+        block = automatic
     if target_config.is_greedy:
         return "greedy-argmax"
     if not stochastic:

@@ -27,7 +27,6 @@ import copy
 import dataclasses
 import json
 import math
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -40,8 +39,6 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept import (
-    BLOCK_VERIFY_ENV,
-    STOCHASTIC_ACCEPT_ENV,
     UNIFORM_GRID_SIZE,
     AcceptanceRule,
     SamplerConfig,
@@ -2025,32 +2022,24 @@ def acceptance_rule_vectors() -> list[Vector]:
     ]
     cases.append(("switch_default_is_enabled",
                   "stochastic = null: the switches' defaults, both enabled, so block "
-                  f"verification (this library reads them from {STOCHASTIC_ACCEPT_ENV} and "
-                  f"{BLOCK_VERIFY_ENV}, which a replay leaves unset)", tempered, True, None,
-                  AcceptanceRule.BLOCK))
+                  "verification", tempered, True, None, AcceptanceRule.BLOCK))
     out = []
-    saved = {name: os.environ.pop(name, None) for name in (STOCHASTIC_ACCEPT_ENV, BLOCK_VERIFY_ENV)}
-    try:
-        for name, note, cfg, has_q, stochastic, want in cases:
-            out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want))
-        block_cases = [
-            ("block", "stochastic and block on, a drafter with q: block verification", tempered,
-             True, True, True, AcceptanceRule.BLOCK),
-            ("block_off", "block off: the stochastic rule", tempered, True, True, False,
-             AcceptanceRule.STOCHASTIC),
-            ("block_without_q", "block on but no q: sampler-match under its own id", tempered,
-             False, True, True, AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION),
-            ("block_switch_off", "stochastic disabled: sampler-match, block or not", tempered,
-             True, False, True, AcceptanceRule.SAMPLER_MATCH),
-            ("block_greedy", "a greedy target gets greedy-argmax, block or not", greedy, True,
-             True, True, AcceptanceRule.GREEDY_ARGMAX),
-        ]
-        for name, note, cfg, has_q, stochastic, block, want in block_cases:
-            out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want, block))
-    finally:
-        for name, value in saved.items():
-            if value is not None:
-                os.environ[name] = value
+    for name, note, cfg, has_q, stochastic, want in cases:
+        out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want))
+    block_cases = [
+        ("block", "stochastic and block on, a drafter with q: block verification", tempered,
+         True, True, True, AcceptanceRule.BLOCK),
+        ("block_off", "block off: the stochastic rule", tempered, True, True, False,
+         AcceptanceRule.STOCHASTIC),
+        ("block_without_q", "block on but no q: sampler-match under its own id", tempered,
+         False, True, True, AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION),
+        ("block_switch_off", "stochastic disabled: sampler-match, block or not", tempered,
+         True, False, True, AcceptanceRule.SAMPLER_MATCH),
+        ("block_greedy", "a greedy target gets greedy-argmax, block or not", greedy, True,
+         True, True, AcceptanceRule.GREEDY_ARGMAX),
+    ]
+    for name, note, cfg, has_q, stochastic, block, want in block_cases:
+        out.append(acceptance_rule_vector(name, note, cfg, has_q, stochastic, want, block))
     return out
 
 
