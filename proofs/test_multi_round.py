@@ -1,11 +1,11 @@
 """Whole runs, exactly: the checks of lemma 10 (``proofs/multi_round.md``).
 
-A run is a sequence of rounds; the round that starts at output position n drafts
-k = min(k_max, n_max - n - 1) tokens (the generator's schedule for `n_max` tokens; k = 0 is
-the last target step), reads the uniforms the keying names for (n, k), emits its block, and
-the next round starts after it. This file enumerates, in ``Fraction`` arithmetic, the law of
-the first n tokens of such runs, on history-dependent tables, for every rule and two keyings:
-the library's `round_keys`, and keys by absolute position, as the reference read them before.
+A run of n tokens is a sequence of rounds; the round that starts at output position m drafts
+k = min(k_max, n - m - 1) tokens (the generator's schedule; k = 0 is the last target step),
+reads the uniforms the keying names for (m, k), emits its block, and the next round starts
+after it. This file enumerates, in ``Fraction`` arithmetic, the law of the n tokens of such
+runs, on history-dependent tables, for every rule and two keyings: the library's
+`round_keys`, and keys by absolute position, as the reference read them before.
 
 Method. Every uniform is a continuous U[0, 1) variable named by its key. Every decision of
 every rule is a threshold test on one uniform (the stochastic accept test, block
