@@ -1755,8 +1755,14 @@ def run_vector(name: str, note: str, rule: AcceptanceRule, target: TableLaw, dra
     check_equal(f"seeded_run/{name}", library_run(rule, target, draft, prompt, k, n, seed), right)
     return vector(name, note, {
         "rule": rule.value, "target_law": target.encode(), "draft_law": draft.encode(),
-        "prompt": prompt, "num_draft_tokens": k, "max_tokens": n, "seed": seed,
-    }, {"tokens": run_tokens(right), "rounds": encode_rounds(right)}, 0.0)
+        "prompt": id_list(prompt), "num_draft_tokens": k, "max_tokens": n, "seed": seed,
+    }, {"tokens": id_list(run_tokens(right)), "rounds": encode_rounds(right)}, 0.0)
+
+
+def id_list(ids: Sequence[int]) -> Json:
+    out: list[Json] = []
+    out.extend(ids)
+    return out
 
 
 def edge_runs() -> list[Vector]:
@@ -1962,15 +1968,14 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
         randomness.position_uniform(decode_value(inputs["seed"]), decode_value(inputs["position"]),
                                     SLOT_NAMES.get(slot, slot) if isinstance(slot, str) else slot)
     elif family == "round_uniform":
-        slot = inputs["slot"]
+        named = inputs["slot"]
+        slot = SLOT_NAMES[named] if isinstance(named, str) else decode_value(named)
         randomness.round_uniform(decode_value(inputs["seed"]),
                                  decode_value(inputs["round_position"]),
-                                 decode_value(inputs["offset"]),
-                                 SLOT_NAMES.get(slot, slot) if isinstance(slot, str) else slot)
+                                 decode_value(inputs["offset"]), slot)
     elif family == "seeded_run":
-        rule = inputs["rule"]
         seeded_run(decode_law(inputs["target_law"]), decode_law(inputs["draft_law"]),
-                   decode_sequence(inputs["prompt"]), rule=decode_rule(rule),
+                   decode_sequence(inputs["prompt"]), rule=decode_rule(inputs["rule"]),
                    num_draft_tokens=decode_value(inputs["num_draft_tokens"]),
                    max_tokens=decode_value(inputs["max_tokens"]),
                    seed=decode_value(inputs["seed"]))

@@ -107,13 +107,13 @@ def seeded_run(
             p = target_law(history)
             token = (mx.argmax(p) if rule is AcceptanceRule.GREEDY_ARGMAX
                      else sample_from_distribution(p, uniforms.verify[0][1]))
-            played = RunRound(position, [], 0, int(token.item()))
+            played = RunRound(position, [], 0, _integer(token))
         else:
             drafts: list[int] = []
             draft_rows = []
             for j in range(k):
                 q = draft_law(history + drafts)
-                drafts.append(int(sample_from_distribution(q, uniforms.draft[j]).item()))
+                drafts.append(_integer(sample_from_distribution(q, uniforms.draft[j])))
                 draft_rows.append(q)
             target = mx.stack([target_law(history + drafts[:i]) for i in range(k + 1)])
             proposal = mx.stack(draft_rows)
@@ -125,8 +125,15 @@ def seeded_run(
             else:
                 needed = proposal if rule.needs_proposal_distribution else None
                 num, nxt = verify_block(rule, target, needed, tokens, verify)
-            played = RunRound(position, drafts, int(num.item()), int(nxt.item()))
+            played = RunRound(position, drafts, _integer(num), _integer(nxt))
         rounds.append(played)
         history += played.emitted
         position += len(played.emitted)
     return rounds
+
+
+def _integer(value: mx.array) -> int:
+    """A 0-d integer array's value (one host read-back)."""
+    number = value.item()
+    assert isinstance(number, int)
+    return number
