@@ -691,7 +691,7 @@ def grid_draw_counts(probs: object) -> Array:
     return np.asarray(counts, dtype=np.int32)
 
 
-# --- a seeded run's uniforms (docs/porting.md, "The exact randomness derivation") ----------
+# --- a seeded run's uniforms by position (spec/randomness.md, "Derivation") -----------------
 
 MASK64 = (1 << 64) - 1
 SLOTS = {"accept": 0, "sample": 1, "draft": 2}

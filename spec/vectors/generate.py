@@ -1410,7 +1410,7 @@ SLOT_NAMES = {"accept": randomness.ACCEPT, "sample": randomness.SAMPLE, "draft":
 
 
 def oracle_splitmix64(x: int) -> int:
-    """SplitMix64 as written in docs/porting.md, in plain integers."""
+    """SplitMix64 as spec/randomness.md writes it, in plain integers."""
     mask = (1 << 64) - 1
     z = (x + 0x9E3779B97F4A7C15) & mask
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
@@ -1419,7 +1419,7 @@ def oracle_splitmix64(x: int) -> int:
 
 
 def position_uniform_vectors() -> list[Vector]:
-    hand_slots = {"accept": 0, "sample": 1, "draft": 2}  # docs/porting.md's table, by hand
+    hand_slots = {"accept": 0, "sample": 1, "draft": 2}  # spec/randomness.md's table, by hand
     cases = [(1234, n, s) for n in (0, 1) for s in ("accept", "sample", "draft")]
     cases += [(0, 0, "sample"), ((1 << 64) - 1, 7, "draft"), (42, 1_000_000, "accept"),
               (2**63, 3, "sample")]
