@@ -44,7 +44,7 @@ class RunRound(NamedTuple):
 
     @property
     def emitted(self) -> list[int]:
-        """The tokens the round appends: ``draft_tokens[:num_accepted] + [next_token]``."""
+        """The tokens the round appends, ``draft_tokens[:num_accepted] + [next_token]``."""
         return [*self.draft_tokens[: self.num_accepted], self.next_token]
 
 
