@@ -11,13 +11,15 @@ environment variable, no platform-dependent formatting. Pseudo-random cases come
 fixed 64-bit linear congruential generator written out below, so they are the same on every
 machine and every NumPy / MLX version.
 
-Every case is checked before it is written against an expectation computed independently
-of the library: exact rational arithmetic (``fractions.Fraction``) for the acceptance
-rules, the residual, the inverse-CDF draw, the closed forms and the rewind plan, and
-hand-written values (or a float64 softmax of hand-written effective logits) for the
-sampler chain. A library change that alters a result therefore stops this script instead
-of silently rewriting a vector; ``tests/test_golden_vectors.py`` fails if a regenerated
-file differs from the committed one. The schema is documented in ``spec/vectors/schema.md``.
+Every case is checked before it is written against an expectation computed independently of
+the library: exact rational arithmetic (``fractions.Fraction``) for the acceptance rules,
+the residual, the inverse-CDF draw, the closed forms and the rewind plan, and hand-written
+values (or a float64 softmax of hand-written effective logits) for the sampler chain, the
+formulas of spec/randomness.md in plain integers for the uniforms, and, for a seeded run,
+the same run in exact arithmetic on uniforms keyed by hand. A library change that alters a
+result therefore stops this script instead of silently rewriting a vector;
+``tests/test_golden_vectors.py`` fails if a regenerated file differs from the committed one.
+The schema is documented in ``spec/vectors/schema.md``.
 """
 
 from __future__ import annotations
