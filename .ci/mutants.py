@@ -40,6 +40,7 @@ GENERATOR = "impl/specaccept/shell/generator.py"
 JOINT = "impl/specaccept/core/joint.py"
 DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
+RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "argmax-against-argmax at temperature > 0 when stochastic is off: biased, not lossless",
     ),
     mutant(
-        "rule-switch-unset-disables", ACCEPTANCE,
+        "rule-switch-unset-disables", RULE_CHOICE,
         "if raw is None:\n        return True",
         "if raw is None:\n        return False",
         "stochastic acceptance off by default: the documented default is on",
@@ -706,15 +707,26 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- uniforms ----------------------------------------------------------------------
     mutant(
         "uniform-slots-collide", RANDOMNESS,
-        "(_SLOTS * position + slot)",
+        "(SLOTS * position + slot)",
         "(position + slot)",
         "(position, slot) hashed as position + slot: neighbouring positions reuse uniforms",
     ),
     mutant(
         "uniform-half-range", RANDOMNESS,
-        "return (word >> 40) / float(1 << 24)",
-        "return (word >> 41) / float(1 << 24)",
+        "return (word >> (64 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
+        "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "23 random bits over a 24-bit denominator: every uniform lies in [0, 0.5)",
+    ),
+    Mutant(
+        "round-keys-by-absolute-position", RANDOMNESS,
+        (
+            ("draft = [UniformKey(DRAFT, round_position, j) for j in range(num_drafts)]",
+             "draft = [UniformKey(DRAFT, round_position + j, 0) for j in range(num_drafts)]"),
+            ("[UniformKey(ACCEPT, round_position, i), ",
+             "[UniformKey(ACCEPT, round_position + i, 0), "),
+        ),
+        "accept tests and drafts keyed by absolute position, the keying this reference shipped: "
+        "block verification's next round re-reads uniforms its kept length conditioned on",
     ),
     mutant(
         "draft-reads-accept-slot", RANDOMNESS,

@@ -246,10 +246,33 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
     return verify
 
 
+def accept_and_draft_by_absolute_position(seed: int, start: int, k: int) -> Any:
+    """The keying of the accept and draft uniforms before they were keyed by round."""
+    return port.RoundRandomness(
+        [port.position_uniform(seed, start + j, port.SLOTS["draft"]) for j in range(k)],
+        [[port.position_uniform(seed, start + i, port.SLOTS["accept"]),
+          port.position_uniform(seed, start + i, port.SLOTS["sample"])] for i in range(k + 1)],
+    )
+
+
+def target_draw_by_round(seed: int, start: int, k: int) -> Any:
+    """The target's draw keyed by (round start, offset), like the accept uniforms."""
+    right = ORIGINAL["run_uniforms"](seed, start, k)
+    base = port.splitmix64(seed) ^ (4 * start + port.SLOTS["sample"])
+    sample = [(port.splitmix64(port.splitmix64(base) ^ i) >> 40) / 2**24 for i in range(k + 1)]
+    return port.RoundRandomness(right.draft, [[row[0], u] for row, u in zip(right.verify, sample,
+                                                                          strict=True)])
+
+
+KEYED_RUNS = {rule: {f"{rule}_k{k}_v{v}_context{c}" for k, c, v in ((2, 1, 3), (3, 2, 4),
+                                                                   (1, 1, 4))}
+              for rule in ("greedy_argmax", "sampler_match", "stochastic", "block")}
+"""The seeded runs searched so that both wrong keyings that can change them do."""
+
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform",
+        "uniform", "run_uniforms",
     )
 }
 
@@ -293,6 +316,10 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
     ("block verification with h_k = 1", "verify_drafts_jointly",
      joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
+    ("accept and draft keyed by absolute position", "run_uniforms",
+     accept_and_draft_by_absolute_position, "seeded_run", set().union(*KEYED_RUNS.values())),
+    ("the target's draw keyed by round", "run_uniforms", target_draw_by_round, "seeded_run",
+     KEYED_RUNS["sampler_match"] | KEYED_RUNS["stochastic"] | KEYED_RUNS["block"]),
 ]
 
 

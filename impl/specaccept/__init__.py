@@ -8,8 +8,6 @@ is re-exported here.
 """
 
 from specaccept.core.acceptance import (
-    BLOCK_VERIFY_ENV,
-    STOCHASTIC_ACCEPT_ENV,
     AcceptanceRule,
     BlockVerdict,
     Verdict,
@@ -48,6 +46,7 @@ from specaccept.shell.generator import (
     target_only_generate,
 )
 from specaccept.shell.loading import ModelPair, load_model, load_pair
+from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 
 __version__ = "0.1.0"
 

@@ -17,6 +17,7 @@ from specaccept.cli.options import (
     encode_prompt,
     sampler_config,
 )
+from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, RULE_CHOICES, STOCHASTIC_ACCEPT_ENV
 
 __all__ = ["EXIT_INTERRUPTED", "add_parser", "run", "warn_past_context"]
 
@@ -34,9 +35,11 @@ def add_parser(commands: Any) -> None:
     add_run_arguments(generate, tokens=200)
     add_sampler_arguments(generate)
     generate.add_argument(
-        "--rule", choices=("auto", "stochastic", "sampler-match", "block"), default="auto",
-        help="auto: stochastic unless SPECACCEPT_STOCHASTIC_ACCEPT disables it; "
-        "block: block verification (the round's drafts verified jointly)",
+        "--rule", choices=RULE_CHOICES, default="auto",
+        help="auto: block verification at temperature > 0 (greedy at 0), unless "
+        f"{BLOCK_VERIFY_ENV}=0 makes it stochastic or {STOCHASTIC_ACCEPT_ENV}=0 sampler-match; "
+        "block: the round's drafts verified jointly; stochastic and sampler-match: "
+        "token by token",
     )
     generate.add_argument("--no-draft", action="store_true", help="target only, for A/B")
     generate.add_argument("--diag", action="store_true", help="report the closed forms")

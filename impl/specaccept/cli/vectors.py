@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from specaccept.core.acceptance import STOCHASTIC_ACCEPT_ENV
+from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 
 __all__ = ["FileReport", "add_parser", "answer_mismatch", "check_port", "default_vectors_dir"]
 
@@ -146,8 +146,9 @@ def answer_mismatch(vector: dict[str, Any], answer: object) -> str | None:
 
 
 def port_environment() -> dict[str, str]:
-    """This environment without the stochastic switch, whose default a vector asks for."""
-    return {name: value for name, value in os.environ.items() if name != STOCHASTIC_ACCEPT_ENV}
+    """This environment without this library's rule switches, so none can leak into a port."""
+    switches = (STOCHASTIC_ACCEPT_ENV, BLOCK_VERIFY_ENV)
+    return {name: value for name, value in os.environ.items() if name not in switches}
 
 
 class Port:

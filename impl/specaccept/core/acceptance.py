@@ -7,7 +7,6 @@ the draft token t was drawn from, u a uniform in [0, 1).
 from __future__ import annotations
 
 import enum
-import os
 from typing import NamedTuple
 
 import mlx.core as mx
@@ -17,8 +16,6 @@ from specaccept.core.sampling import SamplerConfig, sample_from_distribution
 from specaccept.core.validation import Scalar
 
 __all__ = [
-    "BLOCK_VERIFY_ENV",
-    "STOCHASTIC_ACCEPT_ENV",
     "AcceptanceRule",
     "BlockVerdict",
     "Verdict",
@@ -29,15 +26,6 @@ __all__ = [
     "verify_block",
     "verify_draft_token",
 ]
-
-STOCHASTIC_ACCEPT_ENV = "SPECACCEPT_STOCHASTIC_ACCEPT"
-"""The environment variable `acceptance_rule` reads when `stochastic` is None."""
-BLOCK_VERIFY_ENV = "SPECACCEPT_BLOCK_VERIFY"
-"""The environment variable `acceptance_rule` reads when `stochastic` and `block` are None."""
-
-_ENABLED = frozenset({"1", "true", "yes", "on"})
-_DISABLED = frozenset({"0", "false", "no", "off"})
-
 
 def _pair(p: object, q: object) -> tuple[mx.array, mx.array]:
     p = validation.require_probabilities("p", p, ndims=(1, 2))
@@ -138,19 +126,6 @@ class AcceptanceRule(enum.Enum):
         return self is AcceptanceRule.BLOCK
 
 
-def _switch_from_environment(name: str) -> bool:
-    """An on/off switch: unset is on; anything but 1/true/yes/on or 0/false/no/off raises."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return True
-    value = raw.strip().lower()
-    if value in _ENABLED:
-        return True
-    if value in _DISABLED:
-        return False
-    raise ValueError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}")
-
-
 def acceptance_rule(
     target_config: SamplerConfig,
     *,
@@ -165,12 +140,11 @@ def acceptance_rule(
     lossless) sampler-match, under its own id so a log shows why. With q, the
     rule is block verification when `block` is on, else the stochastic rule.
 
-    With `stochastic=None` (the automatic choice) the switches are read from the
-    environment: ``SPECACCEPT_STOCHASTIC_ACCEPT``, and, unless `block` is given,
-    ``SPECACCEPT_BLOCK_VERIFY``. Unset enables a switch, ``0/false/no/off``
-    disables and ``1/true/yes/on`` enables (case- and whitespace-insensitive); any
-    other value raises ValueError. An explicit `stochastic` asks for that rule and
-    reads neither variable: `block` then defaults to off.
+    `stochastic=None` is the automatic choice: both switches take their defaults,
+    on, unless `block` is given. An explicit `stochastic` asks for that rule, and
+    `block` then defaults to off. The function reads nothing but its arguments;
+    a shell that lets the environment choose (`specaccept.shell.rule_choice`)
+    passes what it read as explicit switches.
 
     >>> acceptance_rule(SamplerConfig(temperature=0.0), drafter_has_distribution=True).value
     'greedy-argmax'
@@ -196,11 +170,10 @@ def acceptance_rule(
         raise TypeError(f"stochastic must be a bool or None, got {stochastic!r}")
     if block is not None and not isinstance(block, bool):
         raise TypeError(f"block must be a bool or None, got {block!r}")
-    # Read the switches first, so that a bad value is an error at every temperature.
     automatic = stochastic is None
-    enabled = _switch_from_environment(STOCHASTIC_ACCEPT_ENV) if automatic else stochastic
+    enabled = True if stochastic is None else stochastic
     if block is None:
-        block = _switch_from_environment(BLOCK_VERIFY_ENV) if automatic else False
+        block = automatic
     if target_config.is_greedy:
         return AcceptanceRule.GREEDY_ARGMAX
     if not enabled:

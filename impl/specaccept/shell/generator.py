@@ -17,14 +17,13 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import mlx.core as mx
 
 from specaccept.core.acceptance import (
     AcceptanceRule,
     BlockVerdict,
-    acceptance_rule,
     verify_block,
 )
 from specaccept.core.joint import verify_drafts_jointly
@@ -39,6 +38,7 @@ from specaccept.core.sampling import (
 from specaccept.core.theory import acceptance_closed_forms
 from specaccept.shell.fused import FusedSampler, fused_sampler
 from specaccept.shell.profiling import RoundClock
+from specaccept.shell.rule_choice import RuleChoice, choose_rule
 
 __all__ = [
     "CacheInvariantError",
@@ -52,10 +52,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("specaccept")
-
-RuleChoice = Literal["auto", "stochastic", "sampler-match", "block"]
-"""How the rule is chosen: by `acceptance_rule` (auto), forced off/on, or block verification."""
-RULE_CHOICES: tuple[RuleChoice, ...] = ("auto", "stochastic", "sampler-match", "block")
 
 Model = Callable[..., mx.array]
 
@@ -434,10 +430,8 @@ class SpeculativeGenerator:
         k = self.num_draft_tokens
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"num_draft_tokens must be an int >= 1, got {k!r}")
-        if self.rule not in RULE_CHOICES:
-            raise ValueError(
-                f"rule must be one of {', '.join(map(repr, RULE_CHOICES))}, got {self.rule!r}"
-            )
+        # Before any model runs: a bad rule or a bad switch in the environment is an error now.
+        self.acceptance_rule = choose_rule(self.rule, self.target_config)
         self.eos_token_ids = _check_eos_token_ids(self.eos_token_ids)
         self.vocab_size = vocab_size_of(self.target)
         draft_vocab = vocab_size_of(self.drafter)
@@ -449,12 +443,6 @@ class SpeculativeGenerator:
         # Refuse a non-trimmable cache now, before a prompt is prefilled.
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
-        stochastic = {"auto": None, "stochastic": True, "sampler-match": False,
-                      "block": True}[self.rule]
-        self.acceptance_rule = acceptance_rule(
-            self.target_config, drafter_has_distribution=True, stochastic=stochastic,
-            block=True if self.rule == "block" else None,
-        )
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
         # Uncompiled: development runs on an H200 at V = 128k (not kept) found mx.compile'd
