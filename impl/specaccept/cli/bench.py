@@ -561,7 +561,8 @@ def _breakdown_markdown(result: BenchResult) -> list[str]:
         "",
         f"Kernels launched by the sampler and verifier at V = {vocab:,} (views left out, "
         "models' forwards excluded): per draft step, and for the round's verification "
-        "(the target rows, the verdict, the NaN/inf guards).",
+        "(the target rows, the verdict, the NaN/inf guards); the fused path uncompiled, "
+        "as the generator's round runs it.",
         "",
         "| rule | core draft step | fused draft step | core verification | fused verification "
         "| core round | fused round |",

@@ -182,7 +182,8 @@ def sampler_kernel_counts(
     u = mx.array(0.5, dtype=mx.float32)
     q_rows = effective_token_distribution(draft_logits, config)
     mx.eval(target_logits, draft_logits, q_rows)
-    fused = fused_sampler(config, config)
+    # Uncompiled, as the generator runs its round (a compiled group would count once).
+    fused = fused_sampler(config, config, compiled=False)
     counts: dict[str, dict[str, int]] = {}
     for rule in rules:
         q = q_rows if rule.needs_proposal_distribution else None
