@@ -136,7 +136,7 @@ def _median_ms(values: list[float]) -> str:
 
 
 def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int,
-                  variants: list[str]) -> list[str]:
+                  variants: list[str], iterations: int) -> list[str]:
     from mlx_lm.generate import speculative_generate_step
     from mlx_lm.sample_utils import make_sampler
 
@@ -222,7 +222,7 @@ def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int
                      f"{min(values):.1f}-{max(values):.1f} | {ratio:.3f} |")
     host: dict[str, list[float]] = {name: [] for name in chains}
     total: dict[str, list[float]] = {name: [] for name in chains}
-    for iteration in range(40):
+    for iteration in range(iterations + 5):
         for name, chain in chains.items():
             if iteration == 0:
                 print(f"piece {name}", file=sys.stderr, flush=True)
@@ -231,11 +231,11 @@ def timing_tables(pair: Any, config: SamplerConfig, k: int, n: int, repeats: int
             built = time.perf_counter()
             mx.eval(*outputs)
             end = time.perf_counter()
-            if iteration >= 5:
+            if iteration >= 5:  # the first five trace, compile and allocate
                 host[name].append(built - start)
                 total[name].append(end - start)
-    lines += ["", f"Pieces at V = {vocab:,} from evaluated bf16 logits, medians of 35 interleaved "
-             "iterations, ms:", "",
+    lines += ["", f"Pieces at V = {vocab:,} from evaluated bf16 logits, medians of {iterations} "
+             "interleaved iterations, ms:", "",
              "| piece | host: build and dispatch | to its result |", "|---|---:|---:|"]
     lines += [f"| {name} | {_median_ms(host[name])} | {_median_ms(total[name])} |"
               for name in chains]
@@ -255,6 +255,7 @@ def main() -> None:
                         default=["uncompiled", "draft step compiled", "compiled per shape"],
                         choices=VARIANTS,
                         help="the variants timed in part 2 (those of them that ran in part 1)")
+    parser.add_argument("--iterations", type=int, default=35, help="of each piece")
     parser.add_argument("--skip-crash-check", action="store_true")
     parser.add_argument("--crash-child", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--child-pair", help=argparse.SUPPRESS)
@@ -278,7 +279,8 @@ def main() -> None:
         variants = [v for v in variants if v in survivors]
     pair = random_pairs.random_pair(args.random_pair)
     config = SamplerConfig(temperature=args.temp)
-    print("\n".join(timing_tables(pair, config, args.k, args.n, args.repeats, variants)),
+    print("\n".join(timing_tables(pair, config, args.k, args.n, args.repeats, variants,
+                                  args.iterations)),
           flush=True)
     if args.reproduce:
         del pair

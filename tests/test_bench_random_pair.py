@@ -119,6 +119,7 @@ def test_a_self_speculative_pair_agrees_and_shares_its_weights() -> None:
 
     pair = random_pair("small-self")
     preset = RANDOM_PAIRS["small-self"]
+    assert pair.drafter is not None
     assert len(pair.drafter.layers) == preset.drafter["num_hidden_layers"] == 1
     assert pair.drafter.layers[0] is pair.target.layers[0]
     assert pair.drafter.lm_head is pair.target.lm_head

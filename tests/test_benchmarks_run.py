@@ -20,6 +20,9 @@ RUNS = {
     "top_p.py": (["--vocab", "512", "--repeats", "1"], "| top-p 0.9 |"),
     "forward_shapes.py": (["--random-pair", "small", "--steps", "2", "--prompt-length", "8"],
                           "| target | 5 |"),
+    "compiled_sampler.py": (["--random-pair", "small-self", "-n", "8", "--repeats", "1",
+                             "--iterations", "1", "--skip-crash-check"],
+                            "| sampler-match, fused uncompiled |"),
     "dry.py": (["--lengths", "64", "--repeats", "1", "--quadratic-repeats", "1"], "| 64 |"),
 }
 

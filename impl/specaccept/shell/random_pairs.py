@@ -223,6 +223,8 @@ def agreement(
 
     if config.uses_history:
         raise ValueError("agreement compares sampler laws without history: leave penalties off")
+    if pair.drafter is None:
+        raise ValueError("agreement compares a target with its drafter: the pair has none")
     samples = list(target_only_generate(pair.target, prompt, config, max_tokens, seed=seed))
     sequence = mx.array(prompt + samples[:-1])[None]
     start = len(prompt) - 1
@@ -232,7 +234,5 @@ def agreement(
     sum_min = mx.minimum(p, q).sum(axis=-1).mean()
     sum_prod = (p * q).sum(axis=-1).mean()
     entropy = -(p * logs).sum(axis=-1).mean()
-    mx.eval(sum_min, sum_prod, entropy)
-    return Agreement(
-        float(sum_min.item()), float(sum_prod.item()), float(entropy.item()), len(samples)
-    )
+    means = cast(list[float], mx.stack([sum_min, sum_prod, entropy]).tolist())
+    return Agreement(means[0], means[1], means[2], len(samples))
