@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -187,6 +187,31 @@ MAX_ANSWER_BYTES = 64 * 2**20
 """The longest answer line read; a port that writes more without a newline is stopped."""
 
 
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then let a pending one through.
+
+    Starting and ending the port are done with the signals held, so that an interrupt can
+    never land between the port's start and the code that owns ending it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _release_signals() -> None:
+    """In the port's process, before it runs: no signal held (a mask survives exec)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
+
+
 class Port:
     """The port's process: one request line out, one answer line back, within a deadline.
 
@@ -203,7 +228,7 @@ class Port:
         try:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=port_environment(),
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_release_signals,
             )
         except OSError as error:
             raise ValueError(f"--port {command!r} does not start: {error}") from error
@@ -268,6 +293,10 @@ class Port:
     def close(self, *, force: bool = False) -> None:
         """End the port: close its input and let it exit (or kill it at once if `force`),
         then kill whatever is left of its process group."""
+        with _signals_held():
+            self._close(force=force)
+
+    def _close(self, *, force: bool) -> None:
         if force:
             self._kill_group()
         if self.process.stdin is not None:
@@ -314,11 +343,14 @@ def check_port(command: str, directory: Path, timeout: float) -> tuple[list[File
     Returns one report per file and, when the port stopped answering, why ('' otherwise).
     """
     files = load_files(directory)
-    port = Port(command, timeout)
     reports: list[FileReport] = []
     stopped = ""
     finished = False
+    port: Port | None = None
     try:
+        # Inside the try: a signal held while the port started is raised once it is owned.
+        with _signals_held():
+            port = Port(command, timeout)
         for name, vectors in files:
             report = FileReport(name)
             reports.append(report)
@@ -342,7 +374,8 @@ def check_port(command: str, directory: Path, timeout: float) -> tuple[list[File
         finished = True
     finally:
         # An interrupt, a termination or an error here ends the port's group at once.
-        port.close(force=bool(stopped) or not finished)
+        if port is not None:
+            port.close(force=bool(stopped) or not finished)
     return reports, ""
 
 
