@@ -529,7 +529,9 @@ def sample_from_distribution(probs: mx.array, u: Scalar) -> mx.array:
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)
     target = u[..., None] * partial_sums[..., -1:]
-    eligible = (partial_sums > target) & positive
+    # logical_and, not &: under mx.vmap (MLX 0.32) & with an unbatched operand drops the
+    # batch axis, and a vmap over the uniforms alone returned the first row's id for all.
+    eligible = mx.logical_and(partial_sums > target, positive)
     first_eligible = mx.argmax(eligible, axis=-1)
     last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)
     chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)
