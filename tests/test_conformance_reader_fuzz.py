@@ -168,6 +168,13 @@ def test_a_last_line_cut_inside_a_character_is_a_truncation(tmp_path: Path) -> N
     assert len(trace.rounds) == 2 and trace.truncated is not None
 
 
+def test_a_gz_name_on_a_file_that_is_not_gzip_is_one_error(tmp_path: Path) -> None:
+    path = tmp_path / "plain.jsonl.gz"
+    path.write_bytes(b"".join(_valid_bytes(3)))
+    with pytest.raises(TraceError, match=r"trace line 1, field 'record': is not a gzip stream"):
+        read_trace(path)
+
+
 @pytest.mark.parametrize("depth", [100_000, 3_000])
 def test_deep_nesting_is_an_error(tmp_path: Path, depth: int) -> None:
     lines = _valid_bytes(3)

@@ -649,7 +649,10 @@ def _lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
             for raw in opened:
                 number += 1
                 yield number, raw, raw.endswith(b"\n")
-        except (EOFError, gzip.BadGzipFile, zlib.error):
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            if number == 0:
+                raise TraceError(1, "record", f"is not a gzip stream, though the file name "
+                                 f"ends in .gz ({error})") from None
             yield number + 1, b"", False
 
 
