@@ -520,3 +520,16 @@ def test_acceptance_rule_argument_types() -> None:
     for stochastic in (True, False, None):
         rule = acceptance_rule(greedy, drafter_has_distribution=True, stochastic=stochastic)
         assert rule is AcceptanceRule.GREEDY_ARGMAX
+
+
+@pytest.mark.parametrize("extra", [{}, {"top_p": 0.5}, {"min_p": 0.5}, {"top_k": 2},
+                                   {"repetition_penalty": 2.0**32}], ids=repr)
+def test_the_smallest_temperature_gives_a_distribution(extra: dict[str, Any]) -> None:
+    # float32's smallest normal, accepted: the shift by the maximum before the division
+    # keeps every row finite (the limiting one-hot, or uniform over tied maxima).
+    config = SamplerConfig(temperature=1.1754943508222875e-38, **extra)
+    rng = np.random.default_rng(0)
+    for logits in (rng.normal(0, 10, 16), np.zeros(16), np.r_[2.0**64, -(2.0**64), 1.0, 1.0]):
+        row = np.array(effective_token_distribution(
+            mx.array(logits.astype(np.float32)), config, mx.array([0, 1], dtype=mx.int32)))
+        assert np.isfinite(row).all() and abs(row.sum() - 1) < 1e-6, (extra, logits, row)
