@@ -9,7 +9,7 @@ moves, the gate fails naming the mutant instead of silently testing nothing.
 Notes on mutants deliberately left out because no output can tell them apart
 from the library (an unkillable mutant proves nothing about the suite):
 
-- ``eligible = partial_sums > target`` without ``& positive`` in
+- ``eligible = partial_sums > target`` without the ``positive`` guard in
   `sample_from_distribution`: with the strict comparison a zero-weight id i has
   ``partial_sums[i] == partial_sums[i - 1]`` exactly (adding 0.0 is exact in a
   sequential cumulative sum), so it is never the *first* eligible id, and id 0
@@ -74,20 +74,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- accept test -------------------------------------------------------------------
     mutant(
         "accept-strict-less", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * q_t < p_t)",
+        "return mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "return mx.logical_and(p_t > 0, u * q_t < p_t)",
         "`<` for `<=` in the accept test: u * q(t) == p(t) rejects a token it must keep",
     ),
     mutant(
         "accept-drops-p-guard", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
+        "return mx.logical_and(p_t > 0, u * q_t <= p_t)",
         "return u * q_t <= p_t",
         "no `p(t) > 0` guard: an underflowed q(t) = 0 admits a token the target excluded",
     ),
     mutant(
         "accept-p-and-q-swapped", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * p_t <= q_t)",
+        "return mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "return mx.logical_and(p_t > 0, u * p_t <= q_t)",
         "Chen's notation read as Leviathan's: accepts with min(1, q/p) instead of min(1, p/q)",
     ),
     # --- residual ----------------------------------------------------------------------
@@ -230,8 +230,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draw ----------------------------------------------------------------------
     mutant(
         "draw-inclusive", SAMPLING,
-        "eligible = (partial_sums > target) & positive",
-        "eligible = (partial_sums >= target) & positive",
+        "eligible = mx.logical_and(partial_sums > target, positive)",
+        "eligible = mx.logical_and(partial_sums >= target, positive)",
         "`>=` for `>` in the inverse CDF: u on a breakpoint picks the token before it",
     ),
     mutant(
@@ -700,8 +700,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "speedup-charges-bonus-draft", THEORY,
-        "return tokens / (k * c + verify_cost)",
-        "return tokens / ((k + 1) * c + verify_cost)",
+        "cost = k * c + verify_cost",
+        "cost = (k + 1) * c + verify_cost",
         "speedup charges the drafter k + 1 forwards per round",
     ),
     # --- uniforms ----------------------------------------------------------------------

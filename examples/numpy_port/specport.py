@@ -184,17 +184,18 @@ class SamplerConfig:
         checks = [
             ("temperature", self.temperature == 0.0
              or SMALLEST_TEMPERATURE <= self.temperature <= FLOAT32_MAX),
-            ("top_k", self.top_k >= 0),
+            ("top_k", 0 <= self.top_k <= MAX_TOKEN_ID),
             ("top_p", 0.0 < self.top_p <= 1.0),
             ("min_p", 0.0 <= self.min_p <= 1.0),
             ("repetition_penalty", 2.0**-32 <= self.repetition_penalty <= 2.0**32),
             ("frequency_penalty", abs(self.frequency_penalty) <= ADJUSTMENT_LIMIT),
             ("presence_penalty", abs(self.presence_penalty) <= ADJUSTMENT_LIMIT),
-            ("repetition_context_size", self.repetition_context_size >= 1),
-            ("dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX),
+            ("repetition_context_size", 1 <= self.repetition_context_size <= MAX_TOKEN_ID),
+            ("dry_multiplier", self.dry_multiplier == 0.0
+             or SMALLEST_TEMPERATURE <= self.dry_multiplier <= FLOAT32_MAX),
             ("dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX),
-            ("dry_allowed_length", self.dry_allowed_length >= 1),
-            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1),
+            ("dry_allowed_length", 1 <= self.dry_allowed_length <= MAX_TOKEN_ID),
+            ("dry_penalty_last_n", -1 <= self.dry_penalty_last_n <= MAX_TOKEN_ID),
             ("xtc_probability", 0.0 <= self.xtc_probability <= 1.0),
             ("xtc_threshold", 0.0 <= self.xtc_threshold <= 1.0),
         ]

@@ -66,7 +66,9 @@ def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx
     t = validation.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
     u = validation.uniform("u", u, batch_shape=batch)
     p_t, q_t = _at(p, t), _at(q, t)
-    return (p_t > 0) & (u * q_t <= p_t)
+    # logical_and, not &: under mx.vmap (MLX 0.32) & with an unbatched operand drops the
+    # batch axis, so a vmap over the uniforms alone kept one verdict for every uniform.
+    return mx.logical_and(p_t > 0, u * q_t <= p_t)
 
 
 def residual_distribution(p: mx.array, q: mx.array) -> mx.array:

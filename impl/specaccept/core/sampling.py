@@ -105,11 +105,15 @@ class SamplerConfig:
             "temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
             "presence_penalty", "dry_multiplier", "dry_base", "xtc_probability", "xtc_threshold",
         ):
-            validation.real(name, getattr(self, name))
+            # Stored as float: an int such as 2**63 would reach MLX as an int64 scalar.
+            object.__setattr__(self, name, validation.real(name, getattr(self, name)))
         for name in (
             "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
         ):
-            validation.integer(name, getattr(self, name))
+            check(
+                name, validation.integer(name, getattr(self, name)) <= MAX_TOKEN_ID,
+                "be <= 2**31 - 1 (MLX indexes and slices with int32)",
+            )
         temperature = self.temperature
         check(
             "temperature",
@@ -134,8 +138,11 @@ class SamplerConfig:
             )
         check("repetition_context_size", self.repetition_context_size >= 1, "be >= 1")
         check(
-            "dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX,
-            f"lie in [0, {FLOAT32_MAX!r}] (0 is off; float32's finite range)",
+            "dry_multiplier",
+            self.dry_multiplier == 0.0
+            or SMALLEST_TEMPERATURE <= self.dry_multiplier <= FLOAT32_MAX,
+            f"be 0 (off) or lie in [{SMALLEST_TEMPERATURE!r}, {FLOAT32_MAX!r}] (float32's "
+            "normal range: a smaller one rounds to 0 and multiplies an overflowed power to NaN)",
         )
         check(
             "dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX,
@@ -522,7 +529,9 @@ def sample_from_distribution(probs: mx.array, u: Scalar) -> mx.array:
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)
     target = u[..., None] * partial_sums[..., -1:]
-    eligible = (partial_sums > target) & positive
+    # logical_and, not &: under mx.vmap (MLX 0.32) & with an unbatched operand drops the
+    # batch axis, and a vmap over the uniforms alone returned the first row's id for all.
+    eligible = mx.logical_and(partial_sums > target, positive)
     first_eligible = mx.argmax(eligible, axis=-1)
     last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)
     chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)

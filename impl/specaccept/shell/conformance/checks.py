@@ -400,6 +400,14 @@ def _support_violation(position: _Position) -> str:
     if p[token] <= 0:
         return f"{where}: emitted token {token} has p = 0"
     rule = _rule(position.round)
+    if (position.tested and not position.accepted and rule is AcceptanceRule.STOCHASTIC
+            and position.q is not None and position.draft is not None):
+        # The test keeps draft t when p[t] > 0 and u * q[t] <= p[t], u < 1: certain once
+        # p[t] >= q[t], so rejecting such a draft is impossible, not unlikely.
+        t = position.draft
+        if p[t] > 0 and position.q[t] <= p[t]:
+            return (f"{where}: draft {t} was rejected though p = {p[t]:.6g} >= q = "
+                    f"{position.q[t]:.6g}: its acceptance probability is 1")
     if (position.tested and not position.accepted and rule in (AcceptanceRule.STOCHASTIC,
                                                                 AcceptanceRule.BLOCK)
             and position.q is not None):
@@ -416,7 +424,8 @@ def _support_violation(position: _Position) -> str:
 
 
 def check_support(positions: Sequence[_Position], powers: list[Power]) -> CheckResult:
-    """No emitted token with p = 0, no stochastic replacement with p <= q; zero tolerance."""
+    """No emitted token with p = 0, no stochastic replacement with p <= q, no stochastic
+    rejection of a draft with p >= q (accepted with probability 1); zero tolerance."""
     violations = [v for v in map(_support_violation, positions) if v]
     return CheckResult(
         "support", "fail" if violations else "pass",
