@@ -441,7 +441,13 @@ def _spacing(values: Sequence[float]) -> float:
 
 
 def _coincidence_threshold(mean_bound: float, alpha: float) -> int:
-    """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha."""
+    """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
+
+    A block trace of 1,000 rounds of k = 4 reads 5,000 uniforms, 40 rounds 200:
+
+    >>> [_coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
+    [7, 2]
+    """
     c, tail = 1, mean_bound
     while tail > alpha:
         c += 1
