@@ -190,3 +190,27 @@ def test_conform_records_times_and_checks_an_engine_from_the_command_line(
     assert read_trace(trace).rounds
     assert "verdict: CONFORMS" in out and "time: untraced run" in out
     assert "x the untraced run" in out
+
+
+def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_written_on(
+    pair: Any, tmp_path: Path
+) -> None:
+    from specaccept.shell.conformance.checks import check_fresh
+
+    # A correct block engine whose uniforms were written with three decimals: 200 read
+    # values on a grid of 1,000 points coincide about 20 times by chance alone. Bounded
+    # at 2**-24 the check would cry wolf; on the grid the values lie on it must not.
+    lines = run_engine(None, 40, pair=pair, rule=AcceptanceRule.BLOCK,
+                       record_uniforms=True).splitlines()
+    rounded = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        record["uniforms"] = [[round(u, 3) for u in row] for row in record["uniforms"]]
+        rounded.append(json.dumps(record))
+    path = tmp_path / "rounded.jsonl"
+    path.write_text("\n".join(rounded) + "\n")
+    fresh = check_fresh(read_trace(path), 1e-4)
+    assert "spacing 2^-10" in fresh.statistic, fresh.statistic  # 10^-3, rounded to 2^-10
+    assert fresh.verdict == "pass", fresh.statistic
+    rereads = int(fresh.statistic.split("D = ")[1].split()[0])
+    assert rereads > 2  # the coincidences are there: 2**-24 spacing would have failed it

@@ -424,20 +424,21 @@ def _read_uniforms(round_: Round) -> list[float]:
 
 
 def _spacing(values: Sequence[float]) -> float:
-    """The coarsest spacing the recorded uniforms may have been drawn on, at least 2**-24.
+    """The spacing of the coarsest grid every recorded uniform lies on, at least 2**-24.
 
     Values that all lie on a coarser grid (fewer binary digits, or decimals written
-    short) coincide more often, and the bound uses that grid instead.
+    short) coincide more often, and the bound uses that grid instead. The reader holds
+    uniforms as float32, so a decimal is counted in float32's shortest form.
     """
-    from decimal import Decimal
     from fractions import Fraction
 
     if not values:
         return UNIFORM_SPACING
     binary = max(Fraction(v).denominator.bit_length() - 1 for v in values)
-    decimals = max(-min(0, int(Decimal(repr(v)).as_tuple().exponent)) for v in values)
-    finest_grid = min(2.0**-binary, 10.0**-decimals)
-    return max(UNIFORM_SPACING, finest_grid)
+    decimals = max(len(np.format_float_positional(np.float32(v), unique=True, trim="-")
+                       .partition(".")[2]) for v in values)
+    # Every value lies on both grids; the coarser one is the resolution they show.
+    return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
 
 
 def _coincidence_threshold(mean_bound: float, alpha: float) -> int:
