@@ -40,6 +40,12 @@ from specaccept.shell.generator import RuleChoice, SpeculativeGenerator
 from synthetic_models import LogitsFn, SyntheticLM
 
 __all__ = [
+    "SMALL_K",
+    "SMALL_LENGTH",
+    "SMALL_P",
+    "SMALL_PROMPT",
+    "SMALL_Q",
+    "SMALL_VOCAB",
     "Dist",
     "Keying",
     "LawFn",
@@ -50,6 +56,7 @@ __all__ = [
     "noncentral_power",
     "position_keyed",
     "run_law",
+    "sample_keyed_by_offset",
     "sequences",
     "target_run_law",
 ]
@@ -348,10 +355,11 @@ def sample_keyed_by_offset(round_position: int, num_drafts: int) -> RoundKeys:
 
 # --- the recorded runs -----------------------------------------------------------------
 
-ISSUE_VOCAB, ISSUE_K, ISSUE_LENGTH, ISSUE_PROMPT = 2, 2, 3, [0]
-"""Target logits (0, 0), drafter logits (ln 3, 0), temperature 1, k = 2, three tokens."""
-ISSUE_P: Dist = (Fraction(1, 2), Fraction(1, 2))
-ISSUE_Q: Dist = (Fraction(3, 4), Fraction(1, 4))
+SMALL_VOCAB, SMALL_K, SMALL_LENGTH, SMALL_PROMPT = 2, 2, 3, [0]
+"""The smallest setup on which position keys bias block verification: target logits (0, 0),
+drafter logits (ln 3, 0), temperature 1, k = 2, three tokens."""
+SMALL_P: Dist = (Fraction(1, 2), Fraction(1, 2))
+SMALL_Q: Dist = (Fraction(3, 4), Fraction(1, 4))
 
 
 def _main() -> None:
@@ -370,13 +378,13 @@ def _main() -> None:
 
     def p_law(context: tuple[int, ...]) -> Dist:
         del context
-        return ISSUE_P
+        return SMALL_P
 
     def q_law(context: tuple[int, ...]) -> Dist:
         del context
-        return ISSUE_Q
+        return SMALL_Q
 
-    null = target_run_law(p_law, ISSUE_PROMPT, ISSUE_LENGTH)
+    null = target_run_law(p_law, SMALL_PROMPT, SMALL_LENGTH)
     critical = float(stats.chi2.isf(alpha, len(null) - 1))
     print("Produced by:\n\n```sh\npython tests/keyed_runs.py" +
           (f" {seeds}" if len(sys.argv) > 1 else "") + "\n```\n")
@@ -396,21 +404,21 @@ def _main() -> None:
         ("sampler-match", "round keys (the library)", round_keys),
     ]
     for rule, label, keying in runs:
-        law = run_law(rule, p_law, q_law, ISSUE_PROMPT, ISSUE_K, ISSUE_LENGTH, keying)
-        wrong = run_law("block", p_law, q_law, ISSUE_PROMPT, ISSUE_K, ISSUE_LENGTH,
+        law = run_law(rule, p_law, q_law, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, keying)
+        wrong = run_law("block", p_law, q_law, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
                         position_keyed)
         _, power = noncentral_power(null, wrong, seeds, alpha)
         start = time.perf_counter()
         with pytest.MonkeyPatch.context() as patch:
             counts = generator_counts(
-                rule, target, drafter, ISSUE_VOCAB, ISSUE_PROMPT, ISSUE_K, ISSUE_LENGTH,
+                rule, target, drafter, SMALL_VOCAB, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
                 range(seeds), keying=None if keying is round_keys else keying,
                 monkeypatch=patch,
             )
         seconds = time.perf_counter() - start
-        statistic = chi_square(counts, null, ISSUE_VOCAB, ISSUE_LENGTH)
+        statistic = chi_square(counts, null, SMALL_VOCAB, SMALL_LENGTH)
         exact = " ".join(str(law.get(run, 0) * 80) for run in sequences(2, 3))
-        own = chi_square(counts, law, ISSUE_VOCAB, ISSUE_LENGTH)
+        own = chi_square(counts, law, SMALL_VOCAB, SMALL_LENGTH)
         power_cell = f"{power:.6f}" if rule == "block" else "n/a (lossless under both keyings)"
         print(f"| {rule} | {label} | {exact} | {' '.join(map(str, counts.tolist()))} | "
               f"{statistic:.2f} | {'reject' if statistic > critical else 'pass'} | "

@@ -37,11 +37,11 @@ import pytest
 from scipy import stats
 
 from keyed_runs import (
-    ISSUE_K,
-    ISSUE_LENGTH,
-    ISSUE_P,
-    ISSUE_PROMPT,
-    ISSUE_Q,
+    SMALL_K,
+    SMALL_LENGTH,
+    SMALL_P,
+    SMALL_PROMPT,
+    SMALL_Q,
     Dist,
     Keying,
     accept_keyed_by_offset,
@@ -123,23 +123,23 @@ def test_position_keys_bias_block_verification_by_the_stated_law() -> None:
     # The setup the bias was found on: p = (1/2, 1/2), q = (3/4, 1/4), k = 2, three tokens.
     def p(context: tuple[int, ...]) -> Dist:
         del context
-        return ISSUE_P
+        return SMALL_P
 
     def q(context: tuple[int, ...]) -> Dist:
         del context
-        return ISSUE_Q
+        return SMALL_Q
 
-    law = run_law("block", p, q, ISSUE_PROMPT, ISSUE_K, ISSUE_LENGTH, position_keyed)
+    law = run_law("block", p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, position_keyed)
     expected = [Fraction(1, 8)] * 4 + [Fraction(9, 80)] * 2 + [Fraction(11, 80)] * 2
     assert [law[run] for run in sequences(2, 3)] == expected
     # Position keys are harmless to the token-by-token rules: why their wrong keyings differ.
     for rule in ("stochastic", "sampler-match"):
-        assert run_law(rule, p, q, ISSUE_PROMPT, ISSUE_K, ISSUE_LENGTH, position_keyed) == \
-            target_run_law(p, ISSUE_PROMPT, ISSUE_LENGTH)
-    null = target_run_law(p, ISSUE_PROMPT, ISSUE_LENGTH)
+        assert run_law(rule, p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, position_keyed) == \
+            target_run_law(p, SMALL_PROMPT, SMALL_LENGTH)
+    null = target_run_law(p, SMALL_PROMPT, SMALL_LENGTH)
     for seeds in (12_000, 24_000):
         noncentrality, power = noncentral_power(null, law, seeds, ALPHA)
-        print(f"\nissue setup, block vs position keys, {seeds} seeds: lambda = "
+        print(f"\nsmallest setup, block vs position keys, {seeds} seeds: lambda = "
               f"{noncentrality:.1f}, power = {power:.6f} (misses with probability "
               f"{1 - power:.1e})")
         assert power > 0.99
