@@ -73,20 +73,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- accept test -------------------------------------------------------------------
     mutant(
         "accept-strict-less", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * q_t < p_t)",
+        "(p_t > 0) & (u * q_t <= p_t))",
+        "(p_t > 0) & (u * q_t < p_t))",
         "`<` for `<=` in the accept test: u * q(t) == p(t) rejects a token it must keep",
     ),
     mutant(
         "accept-drops-p-guard", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return u * q_t <= p_t",
+        "(p_t > 0) & (u * q_t <= p_t))",
+        "u * q_t <= p_t)",
         "no `p(t) > 0` guard: an underflowed q(t) = 0 admits a token the target excluded",
     ),
     mutant(
         "accept-p-and-q-swapped", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * p_t <= q_t)",
+        "(p_t > 0) & (u * q_t <= p_t))",
+        "(p_t > 0) & (u * p_t <= q_t))",
         "Chen's notation read as Leviathan's: accepts with min(1, q/p) instead of min(1, p/q)",
     ),
     # --- residual ----------------------------------------------------------------------
@@ -134,21 +134,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "block-resample-from-p", ACCEPTANCE,
-        "rows = mx.concatenate([residual_distribution(target_probs[:k], draft_probs),",
+        "rows = mx.concatenate([_replacement_rows(target_probs[:k], draft_probs, tokens),",
         "rows = mx.concatenate([target_probs[:k],",
         "verify_block's replacement drawn from p, not the residual",
     ),
     mutant(
         "block-residual-rows-shifted", ACCEPTANCE,
-        "residual_distribution(target_probs[:k], draft_probs)",
-        "residual_distribution(target_probs[1:], draft_probs)",
+        "_replacement_rows(target_probs[:k], draft_probs, tokens)",
+        "_replacement_rows(target_probs[1:], draft_probs, tokens)",
         "residual of position i built from the target row of position i + 1",
     ),
     # --- verify_draft_token and the rule choice ---------------------------------------------
     mutant(
         "verify-accept-reads-u-sample", ACCEPTANCE,
-        "accepted = accept_draft_token(p, q, token, u_accept)",
-        "accepted = accept_draft_token(p, q, token, u_sample)",
+        "accepted = _accepts(p, q, ids, u_accept)",
+        "accepted = _accepts(p, q, ids, u_sample)",
         "wrong uniform slot: the accept test and the residual draw share one uniform",
     ),
     mutant(
@@ -196,22 +196,22 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "block-accept-reads-sample-slot", ACCEPTANCE,
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 1])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 1])",
         "wrong uniform slot: the accept test reads the uniform of the residual draw",
     ),
     mutant(
         "block-accept-uniform-row-shifted", ACCEPTANCE,
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[1:, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[1:, 0])",
         "position i's accept test reads the uniform of position i + 1",
     ),
     mutant(
         "block-greedy-rows-shifted", ACCEPTANCE,
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = candidates[:k] == tokens",
+        "        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.index)",
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = candidates[1:] == tokens",
+        "        accepted = mx.logical_and(tokens.valid, candidates[1:] == tokens.index)",
         "greedy draft i compared with the argmax of row i + 1 (off by one row)",
     ),
     mutant(
@@ -619,15 +619,15 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "fused-resample-from-p", FUSED,
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
-        "[target_probs[:k], target_probs[k:]]",
+        "residual_distribution(target_probs[:k], draft_probs),",
+        "target_probs[:k],",
         "the fast path resamples from p instead of the residual",
         vectors=False,
     ),
     mutant(
         "fused-bonus-row-off-by-one", FUSED,
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k - 1 : k]]",
+        "rows = mx.concatenate([replacement, target_probs[k:]])",
+        "rows = mx.concatenate([replacement, target_probs[k - 1 : k]])",
         "the fast path draws the bonus from row k - 1",
         vectors=False,
     ),
