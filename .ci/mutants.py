@@ -209,9 +209,9 @@ MUTANTS: tuple[Mutant, ...] = (
     mutant(
         "block-greedy-rows-shifted", ACCEPTANCE,
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.index)",
+        "        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)",
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = mx.logical_and(tokens.valid, candidates[1:] == tokens.index)",
+        "        accepted = mx.logical_and(tokens.valid, candidates[1:] == tokens.clamped)",
         "greedy draft i compared with the argmax of row i + 1 (off by one row)",
     ),
     mutant(
@@ -723,6 +723,67 @@ MUTANTS: tuple[Mutant, ...] = (
         "the drafter's draw reuses the accept test's uniform: accept and draft correlate",
     ),
     # --- validation --------------------------------------------------------------------
+    mutant(
+        "draft-ids-unclamped", VALIDATION,
+        "return DraftIds(mx.where(valid, value, 0).astype(mx.int32), valid)",
+        "return DraftIds(value.astype(mx.int32), valid)",
+        "a placeholder id gathered as given: the read past the row segfaults the process",
+    ),
+    mutant(
+        "draft-ids-narrowed-first", VALIDATION,
+        "wide = ids.astype(mx.int64)",
+        "wide = ids.astype(mx.int32)",
+        "ids narrowed to int32 before the range test: int64 2**32 wraps to id 0 and is kept",
+    ),
+    mutant(
+        "placeholder-accepted", ACCEPTANCE,
+        "return mx.logical_and(ids.valid, (p_t > 0) & (u * q_t <= p_t))",
+        "return (p_t > 0) & (u * q_t <= p_t)",
+        "a placeholder tested as the id it is gathered at: padding accepted as token 0",
+    ),
+    mutant(
+        "placeholder-draws-residual", ACCEPTANCE,
+        "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
+        "return residual_distribution(p, q)",
+        "a placeholder's replacement drawn from relu(p - q) as for a rejected draft: the "
+        "output law is biased, since nothing was drawn from q there",
+    ),
+    mutant(
+        "greedy-placeholder-accepted", ACCEPTANCE,
+        "return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)",
+        "return Verdict(emitted == ids.clamped, emitted)",
+        "greedy-argmax keeps a placeholder whose clamped id is the argmax",
+    ),
+    mutant(
+        "joint-placeholder-read-as-excluded", JOINT,
+        "    keep_probability = mx.where(lengths < num_real, keep_probability,\n"
+        "                                mx.where(lengths == num_real, weights[1:], 0.0))\n",
+        "    keep_probability = mx.where(lengths <= num_real, keep_probability, 0.0)\n",
+        "block verification treats a placeholder as a draft with p = 0: the last real prefix "
+        "is tested by h_m = Z_m / (Z_m + 1 - w_m) against a q never sampled, not by w_m",
+    ),
+    mutant(
+        "joint-placeholder-draws-residual", JOINT,
+        "    rows = mx.where((mx.arange(k + 1) == num_real)[:, None], target_probs, rows)\n",
+        "",
+        "after the last real draft the next token is drawn from the residual against the "
+        "placeholder's q, not from the target's own row",
+    ),
+    mutant(
+        "fused-placeholder-accepted", FUSED,
+        "accepted = mx.logical_and(real, candidates[:k] == draft_tokens)\n    elif",
+        "accepted = candidates[:k] == draft_tokens\n    elif",
+        "the fast path keeps a greedy placeholder whose clamped id is the argmax",
+        vectors=False,
+    ),
+    mutant(
+        "fused-placeholder-draws-residual", FUSED,
+        "replacement = mx.where(real[:, None], residual_distribution(target_probs[:k], "
+        "draft_probs),\n                               target_probs[:k])",
+        "replacement = residual_distribution(target_probs[:k], draft_probs)",
+        "the fast path draws a placeholder's replacement from the residual",
+        vectors=False,
+    ),
     mutant(
         "uniform-accepts-one", VALIDATION,
         "if not (math.isfinite(value) and 0.0 <= value < 1.0):",

@@ -84,7 +84,7 @@ def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx
 
 def _accepts(p: mx.array, q: mx.array, ids: validation.DraftIds, u: mx.array) -> mx.array:
     """accept_draft_token on validated arrays: a placeholder id is never accepted."""
-    p_t, q_t = _at(p, ids.index), _at(q, ids.index)
+    p_t, q_t = _at(p, ids.clamped), _at(q, ids.clamped)
     return mx.logical_and(ids.valid, (p_t > 0) & (u * q_t <= p_t))
 
 
@@ -250,14 +250,14 @@ def _verify(
     """verify_draft_token on validated arrays, `[..., V]`."""
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         emitted = mx.argmax(p, axis=-1).astype(mx.int32)
-        return Verdict(mx.logical_and(ids.valid, emitted == ids.index), emitted)
+        return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)
     if rule is AcceptanceRule.STOCHASTIC:
         assert q is not None
         accepted = _accepts(p, q, ids, u_accept)
         replacement = sample_from_distribution(_replacement_rows(p, q, ids), u_sample)
-        return Verdict(accepted, mx.where(accepted, ids.index, replacement))
+        return Verdict(accepted, mx.where(accepted, ids.clamped, replacement))
     draw = sample_from_distribution(p, u_sample)
-    return Verdict(mx.logical_and(ids.valid, draw == ids.index), draw)
+    return Verdict(mx.logical_and(ids.valid, draw == ids.clamped), draw)
 
 
 def verify_draft_token(
@@ -376,7 +376,7 @@ def verify_block(
     # row by row, with a third of the kernels (they dominate a small model's round).
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
-        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.index)
+        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)
     elif rule is AcceptanceRule.STOCHASTIC:
         assert draft_probs is not None
         accepted = _accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])
@@ -385,7 +385,7 @@ def verify_block(
         candidates = sample_from_distribution(rows, u[:, 1])
     else:
         candidates = sample_from_distribution(target_probs, u[:, 1])
-        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.index)
+        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)
     num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
     # Row num_accepted holds the replacement at the first rejection, or the bonus token;
     # an accepted row's candidate is never read.

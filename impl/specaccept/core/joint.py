@@ -102,7 +102,7 @@ def verify_drafts_jointly(
     # The drafts before the first placeholder; the round is verified as if it ended there.
     real = mx.cumprod(tokens.valid.astype(mx.int32)) > 0
     num_real = real.astype(mx.int32).sum()  # m
-    drafted = tokens.index[:, None]
+    drafted = tokens.clamped[:, None]
     # A placeholder's ratio is read as 1 (log ratio 0): it then changes no weight and no
     # sum, so w_0 .. w_m are the truncated round's, bit for bit.
     p_drafted = mx.where(real, mx.take_along_axis(target_probs[:k], drafted, axis=-1)[:, 0], 1.0)

@@ -107,7 +107,7 @@ def token_id(
 class DraftIds(NamedTuple):
     """Draft ids made safe to gather with: a clamped index and which ids are real drafts."""
 
-    index: mx.array
+    clamped: mx.array
     """int32: the id where it lies in [0, V), else 0, so no gather reads outside a row."""
     valid: mx.array
     """bool: ``0 <= id < V``; an id outside (a negative placeholder included) is no draft."""
