@@ -52,8 +52,6 @@ RULES = [AcceptanceRule.GREEDY_ARGMAX, AcceptanceRule.SAMPLER_MATCH, AcceptanceR
 
 
 def ids(values: list[int], dtype: mx.Dtype) -> mx.array:
-    if dtype == mx.uint32:  # MLX builds uint32 from Python ints below 2**31 only
-        return mx.array(values, dtype=mx.int64).astype(mx.uint32)
     return mx.array(values, dtype=dtype)
 
 

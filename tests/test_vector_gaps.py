@@ -104,10 +104,11 @@ def draw_normalising_first(probs: Any, u: Any) -> Any:
 
 def accept_by_division(p: Any, q: Any, token: Any, u: Any) -> Any:
     p, q = port.pair(p, q)
-    t = port.token_id("token", token, p.shape[-1], p.shape[:-1])
+    ids = port.draft_ids("token", token, p.shape[-1], p.shape[:-1])
     uniforms = port.uniform("u", u, p.shape[:-1])
+    p_t, q_t = port.at(p, ids.clamped), port.at(q, ids.clamped)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (port.at(p, t) > 0) & (uniforms <= port.at(p, t) / port.at(q, t))
+        return ids.valid & (p_t > 0) & (uniforms <= p_t / q_t)
 
 
 def filtered_dividing_first(logits: Any, cfg: Any) -> Any:
@@ -214,9 +215,11 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
     original = port.verify_drafts_jointly
 
     def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, uniforms: Any) -> Any:
-        original(target_probs, draft_probs, draft_tokens, uniforms)  # its argument checks
+        verdict = original(target_probs, draft_probs, draft_tokens, uniforms)  # its checks
         target, draft = np.asarray(target_probs, F32), np.asarray(draft_probs, F32)
         tokens, u = np.asarray(draft_tokens), np.asarray(uniforms, F32)
+        if not port.in_vocabulary(tokens, target.shape[-1]).all():
+            return verdict  # these gaps are about real drafts; placeholders have their own
         k = tokens.shape[0]
         weights = port.prefix_weights(target[np.arange(k), tokens], draft[np.arange(k), tokens])
         excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
