@@ -208,9 +208,32 @@ def unchecked_python_uniform(name: str, value: object, batch_shape: tuple[int, .
     return ORIGINAL["uniform"](name, value, batch_shape)
 
 
+def placeholders_counted_from_the_end(name: str, value: object, vocab_size: int,
+                                      batch_shape: tuple[int, ...]) -> Any:
+    """Array ids read as NumPy reads an index: -1 is id V - 1; only ids beyond [-V, V) are
+    placeholders."""
+    ids = ORIGINAL["draft_ids"](name, value, vocab_size, batch_shape)
+    if not isinstance(value, np.ndarray):
+        return ids
+    wide = value.astype(np.int64)
+    valid = (wide >= -vocab_size) & (wide < vocab_size)
+    return port.DraftIds(np.where(valid, wide % vocab_size, 0).astype(np.int32), valid)
+
+
+def narrowed_before_the_range_test(ids: Any, vocab_size: int) -> Any:
+    narrow = ids.astype(np.int32)
+    return (narrow >= 0) & (narrow < vocab_size)
+
+
+def placeholder_replaced_from_the_residual(p: Any, q: Any, ids: Any) -> Any:
+    return port.residual_distribution(p, q)
+
+
 def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
-               last_keep_is_weight: bool = True) -> Callable[..., Any]:
-    """The port's block verification with one of its three load-bearing details changed."""
+               last_keep_is_weight: bool = True,
+               placeholder_excluded: bool = False) -> Callable[..., Any]:
+    """The port's block verification with one of its load-bearing details changed; with
+    `placeholder_excluded`, a placeholder read as a draft of p = 0 instead of ending the round."""
 
     original = port.verify_drafts_jointly
 
@@ -218,10 +241,12 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
         verdict = original(target_probs, draft_probs, draft_tokens, uniforms)  # its checks
         target, draft = np.asarray(target_probs, F32), np.asarray(draft_probs, F32)
         tokens, u = np.asarray(draft_tokens), np.asarray(uniforms, F32)
-        if not port.in_vocabulary(tokens, target.shape[-1]).all():
-            return verdict  # these gaps are about real drafts; placeholders have their own
-        k = tokens.shape[0]
-        weights = port.prefix_weights(target[np.arange(k), tokens], draft[np.arange(k), tokens])
+        valid = port.in_vocabulary(tokens, target.shape[-1])
+        if not valid.all() and not placeholder_excluded:
+            return verdict  # the other gaps are about real drafts
+        k, tokens = tokens.shape[0], np.where(valid, tokens, 0).astype(np.int32)
+        p_drafted = np.where(valid, target[np.arange(k), tokens], F32(0)).astype(F32)
+        weights = port.prefix_weights(p_drafted, draft[np.arange(k), tokens])
         excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
         mass = excess.sum(axis=-1, dtype=F32)
         denominator = mass[1:] + (F32(1) - weights[1:k])
@@ -252,7 +277,7 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform",
+        "uniform", "draft_ids",
     )
 }
 
@@ -296,6 +321,20 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
     ("block verification with h_k = 1", "verify_drafts_jointly",
      joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
+    ("a negative draft id counts from the end", "draft_ids", placeholders_counted_from_the_end,
+     "accept_draft_token", {"placeholder_minus_v"}),
+    ("draft ids narrowed to int32 first", "in_vocabulary", narrowed_before_the_range_test,
+     "accept_draft_token", {"placeholder_int64_two_pow_32"}),
+    ("a placeholder replaced from the residual", "replacement_rows",
+     placeholder_replaced_from_the_residual, "verify_draft_token",
+     {"stochastic_placeholder_minus_one", "stochastic_placeholder_uint32_max"}),
+    ("a placeholder replaced from the residual, in a round", "replacement_rows",
+     placeholder_replaced_from_the_residual, "verify_block",
+     {"stochastic_placeholder_minus_one_at_0", "stochastic_placeholder_minus_v_at_1",
+      "stochastic_placeholder_minus_v_minus_one_at_2"}),
+    ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
+     joint_with(placeholder_excluded=True), "verify_drafts_jointly",
+     {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
 ]
 
 
