@@ -55,6 +55,39 @@ def ids(values: list[int], dtype: mx.Dtype) -> mx.array:
     return mx.array(values, dtype=dtype)
 
 
+CHILD = textwrap.dedent(
+    """
+    import mlx.core as mx
+    from specaccept import (AcceptanceRule, accept_draft_token, verify_block,
+                            verify_draft_token, verify_drafts_jointly)
+    from specaccept.shell.fused import fused_verify_block
+    V = 4
+    p, q = mx.array([0.5, 0.25, 0.25, 0.0]), mx.array([0.25] * 4)
+    target, draft, u = mx.stack([p, p, p]), mx.stack([q, q]), mx.array([[0.5, 0.5]] * 3)
+    for value in (2**31 - 1, 10**6, -(2**31), -V - 1):
+        for dtype in (mx.int32, mx.int64):
+            t = mx.array([0, value], dtype=dtype)
+            out = [accept_draft_token(p, q, t[1], 0.5), *verify_drafts_jointly(target, draft, t, u)]
+            for rule in (AcceptanceRule.GREEDY_ARGMAX, AcceptanceRule.SAMPLER_MATCH,
+                         AcceptanceRule.STOCHASTIC):
+                out += [*verify_draft_token(rule, p, q, t[1], 0.5, 0.5),
+                        *verify_block(rule, target, draft, t, u),
+                        *fused_verify_block(rule, target, draft, t, u)]
+            mx.eval(out)
+    print("ok")
+    """
+)
+
+
+def test_no_id_reads_outside_the_rows_in_a_child_process() -> None:
+    # An unclamped gather at 2**31 - 1 segfaults the process: run the calls in a child,
+    # first, so that the failure is a message, not a crashed test run.
+    result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"exit {result.returncode}: {result.stderr[-2000:]}")
+
+
 def test_the_placeholders_leave_no_id_in_range() -> None:
     # The cases would prove nothing if building one wrapped it into [0, V).
     for value, dtype in PLACEHOLDER_CASES:
@@ -202,36 +235,3 @@ def test_a_python_int_out_of_range_still_raises() -> None:
         accept_draft_token(P, Q, V, 0.0)
     with pytest.raises(ValueError, match=r"token must lie in \[0, 4\), got -1"):
         verify_draft_token(AcceptanceRule.STOCHASTIC, P, Q, -1, 0.0, 0.0)
-
-
-CHILD = textwrap.dedent(
-    """
-    import mlx.core as mx
-    from specaccept import (AcceptanceRule, accept_draft_token, verify_block,
-                            verify_draft_token, verify_drafts_jointly)
-    from specaccept.shell.fused import fused_verify_block
-    V = 4
-    p, q = mx.array([0.5, 0.25, 0.25, 0.0]), mx.array([0.25] * 4)
-    target, draft, u = mx.stack([p, p, p]), mx.stack([q, q]), mx.array([[0.5, 0.5]] * 3)
-    for value in (2**31 - 1, 10**6, -(2**31), -V - 1):
-        for dtype in (mx.int32, mx.int64):
-            t = mx.array([0, value], dtype=dtype)
-            out = [accept_draft_token(p, q, t[1], 0.5), *verify_drafts_jointly(target, draft, t, u)]
-            for rule in (AcceptanceRule.GREEDY_ARGMAX, AcceptanceRule.SAMPLER_MATCH,
-                         AcceptanceRule.STOCHASTIC):
-                out += [*verify_draft_token(rule, p, q, t[1], 0.5, 0.5),
-                        *verify_block(rule, target, draft, t, u),
-                        *fused_verify_block(rule, target, draft, t, u)]
-            mx.eval(out)
-    print("ok")
-    """
-)
-
-
-def test_no_id_reads_outside_the_rows_in_a_child_process() -> None:
-    # An unclamped gather at 2**31 - 1 segfaults the process: run the calls in a child so
-    # that the failure is a message, not a crashed test run.
-    result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", (
-        f"exit {result.returncode}: {result.stderr[-2000:]}")
