@@ -771,15 +771,16 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "fused-placeholder-accepted", FUSED,
-        "accepted = mx.logical_and(real, candidates[:k] == draft_tokens)\n    elif",
-        "accepted = candidates[:k] == draft_tokens\n    elif",
+        "accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)\n    elif",
+        "accepted = candidates[:k] == ids.clamped\n    elif",
         "the fast path keeps a greedy placeholder whose clamped id is the argmax",
         vectors=False,
     ),
     mutant(
         "fused-placeholder-draws-residual", FUSED,
-        "replacement = mx.where(real[:, None], residual_distribution(target_probs[:k], "
-        "draft_probs),\n                               target_probs[:k])",
+        "replacement = mx.where(ids.valid[:, None],\n"
+        "                               residual_distribution(target_probs[:k], draft_probs),\n"
+        "                               target_probs[:k])",
         "replacement = residual_distribution(target_probs[:k], draft_probs)",
         "the fast path draws a placeholder's replacement from the residual",
         vectors=False,

@@ -134,20 +134,22 @@ def fused_verify_block(
     if rule.verifies_jointly:
         raise ValueError(f"rule {rule.value!r} is verify_drafts_jointly, not verify_block")
     k = draft_tokens.shape[0]
-    real = validation.in_vocabulary(draft_tokens, target_probs.shape[-1])
+    ids = validation.draft_ids("draft_tokens", draft_tokens, vocab_size=target_probs.shape[-1],
+                               batch_shape=(k,))
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
-        accepted = mx.logical_and(real, candidates[:k] == draft_tokens)
+        accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)
     elif rule is AcceptanceRule.STOCHASTIC:
         assert draft_probs is not None
         accepted = accept_draft_token(target_probs[:k], draft_probs, draft_tokens, uniforms[:k, 0])
-        replacement = mx.where(real[:, None], residual_distribution(target_probs[:k], draft_probs),
+        replacement = mx.where(ids.valid[:, None],
+                               residual_distribution(target_probs[:k], draft_probs),
                                target_probs[:k])
         rows = mx.concatenate([replacement, target_probs[k:]])
         candidates = draw_from_distribution(rows, uniforms[:, 1])
     else:
         candidates = draw_from_distribution(target_probs, uniforms[:, 1])
-        accepted = mx.logical_and(real, candidates[:k] == draft_tokens)
+        accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)
     num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
     return num_accepted, candidates[num_accepted]
 
