@@ -724,6 +724,25 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- validation --------------------------------------------------------------------
     mutant(
+        "history-ids-wrap", VALIDATION,
+        "return mx.where(valid, mx.where(valid, value, 0).astype(mx.int32), NO_TOKEN)",
+        "return value.astype(mx.int32)",
+        "history ids used as given: -1 counts as id V - 1, and an id past V makes the "
+        "penalties' scatter write outside the row",
+    ),
+    mutant(
+        "history-placeholder-counted", SAMPLING,
+        ".at[mx.maximum(recent, 0)].add(is_token)",
+        ".at[mx.maximum(recent, 0)].add(1.0)",
+        "a history id outside the vocabulary counted by the penalties as id 0",
+    ),
+    mutant(
+        "dry-placeholder-not-a-breaker", SAMPLING,
+        ".any(axis=1), window < 0)",
+        ".any(axis=1), window < -1)",
+        "DRY matches across a history id outside the vocabulary as if it were a token",
+    ),
+    mutant(
         "draft-ids-unclamped", VALIDATION,
         "return DraftIds(mx.where(valid, value, 0).astype(mx.int32), valid)",
         "return DraftIds(value.astype(mx.int32), valid)",

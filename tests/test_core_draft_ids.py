@@ -5,7 +5,8 @@ the vocabulary). spec/index.md (Validation) states the outcome: such an id is re
 under every rule, the token emitted in its place is the target's own, and a round is
 verified as if it ended before its first placeholder. Each public function that reads a
 draft id is tested here with ids -1, -V, -V - 1, V, 10**6 and 2**31 - 1, in int32, int64
-and uint32 (whose wrap to int32 would turn 2**32 - 1 into -1 and int64 2**32 into 0).
+and uint32 (whose wrap to int32 would turn 2**32 - 1 into -1 and int64 2**32 into 0). The
+same ids in a `history` array are no token: counted by no penalty, a breaker for DRY.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import pytest
 
 from specaccept import (
     AcceptanceRule,
+    SamplerConfig,
     accept_draft_token,
+    effective_token_distribution,
     sample_from_distribution,
     verify_block,
     verify_draft_token,
@@ -58,8 +61,9 @@ def ids(values: list[int], dtype: mx.Dtype) -> mx.array:
 CHILD = textwrap.dedent(
     """
     import mlx.core as mx
-    from specaccept import (AcceptanceRule, accept_draft_token, verify_block,
-                            verify_draft_token, verify_drafts_jointly)
+    from specaccept import (AcceptanceRule, SamplerConfig, accept_draft_token,
+                            effective_token_distribution, verify_block, verify_draft_token,
+                            verify_drafts_jointly)
     from specaccept.shell.fused import fused_verify_block
     V = 4
     p, q = mx.array([0.5, 0.25, 0.25, 0.0]), mx.array([0.25] * 4)
@@ -73,6 +77,10 @@ CHILD = textwrap.dedent(
                 out += [*verify_draft_token(rule, p, q, t[1], 0.5, 0.5),
                         *verify_block(rule, target, draft, t, u),
                         *fused_verify_block(rule, target, draft, t, u)]
+            for config in (SamplerConfig(repetition_penalty=2.0),
+                           SamplerConfig(dry_multiplier=1.0, dry_allowed_length=1)):
+                history = mx.array([1, value, 1, value], dtype=dtype)
+                out.append(effective_token_distribution(mx.zeros(V), config, history))
             mx.eval(out)
     print("ok")
     """
@@ -235,3 +243,33 @@ def test_a_python_int_out_of_range_still_raises() -> None:
         accept_draft_token(P, Q, V, 0.0)
     with pytest.raises(ValueError, match=r"token must lie in \[0, 4\), got -1"):
         verify_draft_token(AcceptanceRule.STOCHASTIC, P, Q, -1, 0.0, 0.0)
+
+
+PENALTIES = SamplerConfig(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25)
+LOGITS = mx.array([2.0, 1.0, 0.0, -1.0])
+
+
+@pytest.mark.parametrize(("value", "dtype"), PLACEHOLDERS)
+def test_a_history_id_outside_the_vocabulary_is_counted_by_no_penalty(
+    value: int, dtype: mx.Dtype
+) -> None:
+    # -4 read Python-style would count id 0 twice; int64 2**32 narrowed would too.
+    got = effective_token_distribution(LOGITS, PENALTIES, ids([0, value, 3], dtype))
+    want = effective_token_distribution(LOGITS, PENALTIES, [0, 3])
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(("value", "dtype"), PLACEHOLDERS)
+def test_dry_reads_a_history_id_outside_the_vocabulary_as_a_breaker(
+    value: int, dtype: mx.Dtype
+) -> None:
+    # As a plain token, id 3 would match the suffix [1, value] with L = 2 and be penalised.
+    dry = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1)
+    got = effective_token_distribution(mx.zeros(V), dry, ids([1, value, 3, 1, value], dtype))
+    assert got.tolist() == [0.25] * V
+    with_breaker = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                                 dry_sequence_breakers=(2,))
+    assert got.tolist() == effective_token_distribution(mx.zeros(V), with_breaker,
+                                                        [1, 2, 3, 1, 2]).tolist()
+    as_a_token = effective_token_distribution(mx.zeros(V), dry, [1, 0, 3, 1, 0])
+    assert as_a_token.tolist() != got.tolist()  # the case tells a breaker from a token

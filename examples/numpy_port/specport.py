@@ -153,9 +153,13 @@ def token_history(name: str, value: object, vocab_size: int) -> Array:
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
             raise ArgumentValueError(name, f"{name} must be 1-d")
-        if value.size and not np.issubdtype(value.dtype, np.integer):
+        if not value.size:
+            return value.astype(np.int32)
+        if not np.issubdtype(value.dtype, np.integer):
             raise ArgumentTypeError(name, f"{name} must be an integer array")
-        return value.astype(np.int32)
+        # An id outside [0, V) is no token: -1, which no penalty counts and DRY breaks at.
+        valid = in_vocabulary(value, vocab_size)
+        return np.where(valid, np.where(valid, value, 0).astype(np.int32), np.int32(-1))
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise ArgumentTypeError(name, f"{name} must be a sequence of token ids")
     ids = [int(token_id(name, item, vocab_size, ())) for item in value]
@@ -281,7 +285,7 @@ def apply_repetition_penalties(logits: Array, history: Array, cfg: SamplerConfig
     vocab_size = logits.shape[-1]
     recent = history[-cfg.repetition_context_size:]
     counts = np.zeros(vocab_size, dtype=F32)
-    np.add.at(counts, recent, F32(1))
+    np.add.at(counts, np.maximum(recent, 0), (recent >= 0).astype(F32))  # -1: no token
     seen = counts > 0
     if cfg.repetition_penalty != 1.0:
         rho = F32(cfg.repetition_penalty)
@@ -296,10 +300,12 @@ def dry_penalty(history: Array, cfg: SamplerConfig, vocab_size: int) -> Array:
     n = len(window)
     if n < 2:
         return np.zeros(vocab_size, dtype=F32)
-    breakers = set(cfg.dry_sequence_breakers)
+    breakers = {*cfg.dry_sequence_breakers, -1}  # -1, no token (token_history), breaks too
     longest = np.zeros(vocab_size, dtype=F32)
     for i in range(1, n):
         candidate = int(window[i])
+        if candidate < 0:
+            continue
         length = 0
         if candidate not in breakers:  # a candidate that is itself a breaker has L = 0
             while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers

@@ -432,6 +432,9 @@ class DistributionCase:
     exact: bool
     history: tuple[int, ...] = ()
     oracle_atol: float | None = None
+    history_dtype: str | None = None
+    """When set, `history` is passed as an array of this dtype (ids outside [0, V) allowed:
+    spec/index.md, Validation), not as a Python sequence."""
     """How far the float64 hand values may lie from the float32 result (default: the vector's
     atol). Set for the float32 operation-order cases, whose point is a float32 rounding."""
 
@@ -643,6 +646,22 @@ def distribution_cases() -> list[DistributionCase]:
           [0.0, 0.5, 0.0, 0.5], True),
         c("rows_greedy", "[R, V] logits under a greedy config", [[0.0, 1.0, 1.0], [2.0, 0.0, 2.0]],
           config(temperature=0.0), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], True),
+        # History arrays with ids outside [0, V): no token, counted by no penalty. Read
+        # Python-style, -1 would count id 3 twice; narrowed to int32, int64 2**32 would be id 0.
+        *(c(f"history_array_{label}_not_counted",
+            f"ids {list(ids)} ({dtype}): only ids 0 and 3 are tokens, each counted once",
+            [2.0, 1.0, 0.0, -1.0],
+            config(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25),
+            softmax64([0.25, 1.0, 0.0, -2.75]), False, ids, history_dtype=dtype)
+          for label, ids, dtype in (
+              ("placeholders", (0, -1, 3, 10**6, 2**31 - 1, -5), "int32"),
+              ("int64_two_pow_32", (0, 2**32, 3), "int64"),
+              ("uint32_max", (0, 2**32 - 1, 3), "uint32"))),
+        c("dry_history_placeholder_breaks_match",
+          "history [1, -1, 3, 1, -1]: an id outside the vocabulary breaks every match, so the "
+          "suffix ending at it matches nothing (read as a token, id 3 would match with L = 2)",
+          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1),
+          [0.25] * 4, True, (1, -1, 3, 1, -1), history_dtype="int32"),
     ]
 
 
@@ -650,7 +669,10 @@ def effective_token_distribution_vectors() -> list[Vector]:
     out: list[Vector] = []
     for case in distribution_cases():
         logits = mx.array(case.logits, dtype=mx.float32)
-        probs = effective_token_distribution(logits, case.cfg, list(case.history))
+        history: list[int] | mx.array = (
+            list(case.history) if case.history_dtype is None
+            else mx.array(list(case.history), dtype=getattr(mx, case.history_dtype)))
+        probs = effective_token_distribution(logits, case.cfg, history)
         atol = 0.0 if case.exact else INEXACT_ATOL
         oracle_atol = atol if case.oracle_atol is None else case.oracle_atol
         draw_uniforms: list[Json] = []
@@ -663,7 +685,7 @@ def effective_token_distribution_vectors() -> list[Vector]:
                 weights = rational(got)
                 if not draw_is_robust(weights, Fraction(u)):
                     continue
-                token, law = sample_token_with_distribution(logits, case.cfg, list(case.history), u)
+                token, law = sample_token_with_distribution(logits, case.cfg, history, u)
                 check_equal(f"{case.name} draw u={u}", scalar_int(token), oracle_sample(weights,
                                                                                         Fraction(u)))
                 check_equal(f"{case.name} draw law", floats(law), got)
@@ -679,7 +701,8 @@ def effective_token_distribution_vectors() -> list[Vector]:
         inputs: Vector = {
             "logits": encode_reals(case.logits),
             "config": encode_config(case.cfg),
-            "history": list(case.history),
+            "history": (list(case.history) if case.history_dtype is None
+                        else typed(list(case.history), case.history_dtype)),
             "draw_uniforms": draw_uniforms,
         }
         expected: Vector = {"probs": expected_probs, "draw_tokens": draw_tokens}

@@ -143,14 +143,25 @@ def draft_ids(
     return DraftIds(ids, mx.ones(ids.shape, dtype=mx.bool_))
 
 
+NO_TOKEN = -1
+"""What `token_history` makes of an array id outside [0, V): no penalty counts it."""
+
+
 def token_history(name: str, value: object, *, vocab_size: int) -> mx.array:
-    """A 1-d int32 array of token ids; Python ids are range-checked now."""
+    """A 1-d int32 array of token ids; Python ids are range-checked now.
+
+    In an array, an id outside [0, V) (padding, say) is no token and becomes `NO_TOKEN`,
+    lazily: the penalties count no such id, and DRY reads it as a sequence breaker.
+    """
     if isinstance(value, mx.array):
         if value.ndim != 1:
             raise ValueError(f"{name} must be 1-d, got shape {tuple(value.shape)}")
-        if value.size and not mx.issubdtype(value.dtype, mx.integer):
+        if not value.size:
+            return value.astype(mx.int32)
+        if not mx.issubdtype(value.dtype, mx.integer):
             raise TypeError(f"{name} must be an integer array, got {value.dtype}")
-        return value.astype(mx.int32)
+        valid = in_vocabulary(value, vocab_size)
+        return mx.where(valid, mx.where(valid, value, 0).astype(mx.int32), NO_TOKEN)
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a sequence of token ids, got {type(value).__name__}")
     pieces: list[mx.array] = []
