@@ -220,6 +220,33 @@ def placeholders_counted_from_the_end(name: str, value: object, vocab_size: int,
     return port.DraftIds(np.where(valid, wide % vocab_size, 0).astype(np.int32), valid)
 
 
+def history_counted_from_the_end(name: str, value: object, vocab_size: int) -> Any:
+    """History array ids read as NumPy reads an index: -1 is id V - 1."""
+    if not isinstance(value, np.ndarray) or not value.size:
+        return ORIGINAL["token_history"](name, value, vocab_size)
+    wide = value.astype(np.int64)
+    keep = (wide >= -vocab_size) & (wide < vocab_size)
+    return np.where(keep, wide % vocab_size, -1).astype(np.int32)
+
+
+def dry_matching_across_no_token(history: Any, cfg: Any, vocab_size: int) -> Any:
+    """DRY with an id outside the vocabulary compared as a token, not a breaker."""
+    window = history if cfg.dry_penalty_last_n == -1 else history[-cfg.dry_penalty_last_n:]
+    n, breakers = len(window), set(cfg.dry_sequence_breakers)
+    longest = np.zeros(vocab_size, dtype=F32)
+    for i in range(1, n):
+        candidate, length = int(window[i]), 0
+        if candidate < 0 or candidate in breakers:
+            continue
+        while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers
+               and window[i - 1 - length] == window[n - 1 - length]):
+            length += 1
+        longest[candidate] = max(longest[candidate], F32(length))
+    penalty = F32(cfg.dry_multiplier) * np.power(F32(cfg.dry_base),
+                                                 longest - F32(cfg.dry_allowed_length))
+    return np.where(longest >= cfg.dry_allowed_length, penalty, F32(0)).astype(F32)
+
+
 def narrowed_before_the_range_test(ids: Any, vocab_size: int) -> Any:
     narrow = ids.astype(np.int32)
     return (narrow >= 0) & (narrow < vocab_size)
@@ -277,7 +304,7 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform", "draft_ids",
+        "uniform", "draft_ids", "token_history",
     )
 }
 
@@ -332,6 +359,11 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      placeholder_replaced_from_the_residual, "verify_block",
      {"stochastic_placeholder_minus_one_at_0", "stochastic_placeholder_minus_v_at_1",
       "stochastic_placeholder_minus_v_minus_one_at_2"}),
+    ("a history id counts from the end", "token_history", history_counted_from_the_end,
+     "effective_token_distribution", {"history_array_placeholders_not_counted"}),
+    ("DRY matches across an id outside the vocabulary", "dry_penalty",
+     dry_matching_across_no_token, "effective_token_distribution",
+     {"dry_history_placeholder_breaks_match"}),
     ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
      joint_with(placeholder_excluded=True), "verify_drafts_jointly",
      {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
