@@ -263,13 +263,13 @@ def test_a_history_id_outside_the_vocabulary_is_counted_by_no_penalty(
 def test_dry_reads_a_history_id_outside_the_vocabulary_as_a_breaker(
     value: int, dtype: mx.Dtype
 ) -> None:
-    # As a plain token, id 3 would match the suffix [1, value] with L = 2 and be penalised.
-    dry = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1)
+    # With breaker 2 configured (so that no default sentinel stands in for the rule), the
+    # placeholder breaks the suffix [1, value] as breaker 2 breaks [1, 2]; as a plain token
+    # (id 0 here) it lets id 3 match with L = 2 and be penalised.
+    dry = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                        dry_sequence_breakers=(2,))
     got = effective_token_distribution(mx.zeros(V), dry, ids([1, value, 3, 1, value], dtype))
     assert got.tolist() == [0.25] * V
-    with_breaker = SamplerConfig(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
-                                 dry_sequence_breakers=(2,))
-    assert got.tolist() == effective_token_distribution(mx.zeros(V), with_breaker,
-                                                        [1, 2, 3, 1, 2]).tolist()
+    assert got.tolist() == effective_token_distribution(mx.zeros(V), dry, [1, 2, 3, 1, 2]).tolist()
     as_a_token = effective_token_distribution(mx.zeros(V), dry, [1, 0, 3, 1, 0])
     assert as_a_token.tolist() != got.tolist()  # the case tells a breaker from a token

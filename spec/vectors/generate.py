@@ -658,9 +658,11 @@ def distribution_cases() -> list[DistributionCase]:
               ("int64_two_pow_32", (0, 2**32, 3), "int64"),
               ("uint32_max", (0, 2**32 - 1, 3), "uint32"))),
         c("dry_history_placeholder_breaks_match",
-          "history [1, -1, 3, 1, -1]: an id outside the vocabulary breaks every match, so the "
-          "suffix ending at it matches nothing (read as a token, id 3 would match with L = 2)",
-          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1),
+          "history [1, -1, 3, 1, -1] with breaker 2: an id outside the vocabulary breaks every "
+          "match too, so the suffix ending at it matches nothing (read as a token, id 3 would "
+          "match with L = 2)",
+          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                            dry_sequence_breakers=(2,)),
           [0.25] * 4, True, (1, -1, 3, 1, -1), history_dtype="int32"),
     ]
 
