@@ -223,7 +223,9 @@ def _apply_repetition_penalties(
 ) -> mx.array:
     vocab_size = logits.shape[-1]
     recent = history[-config.repetition_context_size :]
-    counts = mx.zeros((vocab_size,), dtype=mx.float32).at[recent].add(1.0)
+    # An id outside the vocabulary (NO_TOKEN, from token_history) adds 0, at id 0.
+    is_token = (recent >= 0).astype(mx.float32)
+    counts = mx.zeros((vocab_size,), dtype=mx.float32).at[mx.maximum(recent, 0)].add(is_token)
     seen = counts > 0
     if config.repetition_penalty != 1.0:
         # CTRL's penalty: shrink positive logits, grow negative ones, towards less likely.
@@ -359,7 +361,8 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     if n < 2:
         return mx.zeros((vocab_size,), dtype=mx.float32)
     breakers = mx.array(list(config.dry_sequence_breakers) or [-1], dtype=mx.int32)
-    is_breaker = (window[:, None] == breakers[None, :]).any(axis=1)
+    # NO_TOKEN (an id outside the vocabulary, from token_history) breaks every match.
+    is_breaker = mx.logical_or((window[:, None] == breakers[None, :]).any(axis=1), window < 0)
     reversed_window = window[::-1]
     # The matched suffix stops at the last breaker: it may span only the ids after it.
     breaker_free = mx.where(
@@ -375,7 +378,8 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     # Candidate i (1 <= i < n) reads Z at n - i.
     match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)
     match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)
-    candidate_tokens = window[1:]
+    # A NO_TOKEN candidate is a breaker, of length 0: gathered at id 0, it changes nothing.
+    candidate_tokens = mx.maximum(window[1:], 0)
     longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
     return _dry_penalty_of_match_length(longest, config)
 
