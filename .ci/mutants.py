@@ -9,7 +9,7 @@ moves, the gate fails naming the mutant instead of silently testing nothing.
 Notes on mutants deliberately left out because no output can tell them apart
 from the library (an unkillable mutant proves nothing about the suite):
 
-- ``eligible = partial_sums > target`` without ``& positive`` in
+- ``eligible = partial_sums > target`` without the ``positive`` guard in
   `sample_from_distribution`: with the strict comparison a zero-weight id i has
   ``partial_sums[i] == partial_sums[i - 1]`` exactly (adding 0.0 is exact in a
   sequential cumulative sum), so it is never the *first* eligible id, and id 0
@@ -74,20 +74,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- accept test -------------------------------------------------------------------
     mutant(
         "accept-strict-less", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * q_t < p_t)",
+        "mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "mx.logical_and(p_t > 0, u * q_t < p_t)",
         "`<` for `<=` in the accept test: u * q(t) == p(t) rejects a token it must keep",
     ),
     mutant(
         "accept-drops-p-guard", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return u * q_t <= p_t",
+        "mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "mx.logical_and(True, u * q_t <= p_t)",
         "no `p(t) > 0` guard: an underflowed q(t) = 0 admits a token the target excluded",
     ),
     mutant(
         "accept-p-and-q-swapped", ACCEPTANCE,
-        "return (p_t > 0) & (u * q_t <= p_t)",
-        "return (p_t > 0) & (u * p_t <= q_t)",
+        "mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "mx.logical_and(p_t > 0, u * p_t <= q_t)",
         "Chen's notation read as Leviathan's: accepts with min(1, q/p) instead of min(1, p/q)",
     ),
     # --- residual ----------------------------------------------------------------------
@@ -135,21 +135,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "block-resample-from-p", ACCEPTANCE,
-        "rows = mx.concatenate([residual_distribution(target_probs[:k], draft_probs),",
+        "rows = mx.concatenate([_replacement_rows(target_probs[:k], draft_probs, tokens),",
         "rows = mx.concatenate([target_probs[:k],",
         "verify_block's replacement drawn from p, not the residual",
     ),
     mutant(
         "block-residual-rows-shifted", ACCEPTANCE,
-        "residual_distribution(target_probs[:k], draft_probs)",
-        "residual_distribution(target_probs[1:], draft_probs)",
+        "_replacement_rows(target_probs[:k], draft_probs, tokens)",
+        "_replacement_rows(target_probs[1:], draft_probs, tokens)",
         "residual of position i built from the target row of position i + 1",
     ),
     # --- verify_draft_token and the rule choice ---------------------------------------------
     mutant(
         "verify-accept-reads-u-sample", ACCEPTANCE,
-        "accepted = accept_draft_token(p, q, token, u_accept)",
-        "accepted = accept_draft_token(p, q, token, u_sample)",
+        "accepted = _accepts(p, q, ids, u_accept)",
+        "accepted = _accepts(p, q, ids, u_sample)",
         "wrong uniform slot: the accept test and the residual draw share one uniform",
     ),
     mutant(
@@ -197,22 +197,22 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "block-accept-reads-sample-slot", ACCEPTANCE,
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 1])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 1])",
         "wrong uniform slot: the accept test reads the uniform of the residual draw",
     ),
     mutant(
         "block-accept-uniform-row-shifted", ACCEPTANCE,
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])",
-        "accept_draft_token(target_probs[:k], draft_probs, tokens, u[1:, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
+        "_accepts(target_probs[:k], draft_probs, tokens, u[1:, 0])",
         "position i's accept test reads the uniform of position i + 1",
     ),
     mutant(
         "block-greedy-rows-shifted", ACCEPTANCE,
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = candidates[:k] == tokens",
+        "        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)",
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
-        "        accepted = candidates[1:] == tokens",
+        "        accepted = mx.logical_and(tokens.valid, candidates[1:] == tokens.clamped)",
         "greedy draft i compared with the argmax of row i + 1 (off by one row)",
     ),
     mutant(
@@ -230,8 +230,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draw ----------------------------------------------------------------------
     mutant(
         "draw-inclusive", SAMPLING,
-        "eligible = (partial_sums > target) & positive",
-        "eligible = (partial_sums >= target) & positive",
+        "eligible = mx.logical_and(partial_sums > target, positive)",
+        "eligible = mx.logical_and(partial_sums >= target, positive)",
         "`>=` for `>` in the inverse CDF: u on a breakpoint picks the token before it",
     ),
     mutant(
@@ -620,15 +620,15 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "fused-resample-from-p", FUSED,
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
-        "[target_probs[:k], target_probs[k:]]",
+        "residual_distribution(target_probs[:k], draft_probs),",
+        "target_probs[:k],",
         "the fast path resamples from p instead of the residual",
         vectors=False,
     ),
     mutant(
         "fused-bonus-row-off-by-one", FUSED,
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]",
-        "[residual_distribution(target_probs[:k], draft_probs), target_probs[k - 1 : k]]",
+        "rows = mx.concatenate([replacement, target_probs[k:]])",
+        "rows = mx.concatenate([replacement, target_probs[k - 1 : k]])",
         "the fast path draws the bonus from row k - 1",
         vectors=False,
     ),
@@ -700,8 +700,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "speedup-charges-bonus-draft", THEORY,
-        "return tokens / (k * c + verify_cost)",
-        "return tokens / ((k + 1) * c + verify_cost)",
+        "cost = k * c + verify_cost",
+        "cost = (k + 1) * c + verify_cost",
         "speedup charges the drafter k + 1 forwards per round",
     ),
     # --- uniforms ----------------------------------------------------------------------
@@ -735,6 +735,87 @@ MUTANTS: tuple[Mutant, ...] = (
         "the drafter's draw reuses the accept test's uniform: accept and draft correlate",
     ),
     # --- validation --------------------------------------------------------------------
+    mutant(
+        "history-ids-wrap", VALIDATION,
+        "return mx.where(valid, mx.where(valid, value, 0).astype(mx.int32), NO_TOKEN)",
+        "return value.astype(mx.int32)",
+        "history ids used as given: -1 counts as id V - 1, and an id past V makes the "
+        "penalties' scatter write outside the row",
+    ),
+    mutant(
+        "history-placeholder-counted", SAMPLING,
+        ".at[mx.maximum(recent, 0)].add(is_token)",
+        ".at[mx.maximum(recent, 0)].add(1.0)",
+        "a history id outside the vocabulary counted by the penalties as id 0",
+    ),
+    mutant(
+        "dry-placeholder-not-a-breaker", SAMPLING,
+        ".any(axis=1), window < 0)",
+        ".any(axis=1), window < -1)",
+        "DRY matches across a history id outside the vocabulary as if it were a token",
+    ),
+    mutant(
+        "draft-ids-unclamped", VALIDATION,
+        "return DraftIds(mx.where(valid, value, 0).astype(mx.int32), valid)",
+        "return DraftIds(value.astype(mx.int32), valid)",
+        "a placeholder id gathered as given: the read past the row segfaults the process",
+    ),
+    mutant(
+        "draft-ids-narrowed-first", VALIDATION,
+        "wide = ids.astype(mx.int64)",
+        "wide = ids.astype(mx.int32)",
+        "ids narrowed to int32 before the range test: int64 2**32 wraps to id 0 and is kept",
+    ),
+    mutant(
+        "placeholder-accepted", ACCEPTANCE,
+        "return mx.logical_and(ids.valid, mx.logical_and(p_t > 0, u * q_t <= p_t))",
+        "return mx.logical_and(p_t > 0, u * q_t <= p_t)",
+        "a placeholder tested as the id it is gathered at: padding accepted as token 0",
+    ),
+    mutant(
+        "placeholder-draws-residual", ACCEPTANCE,
+        "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
+        "return residual_distribution(p, q)",
+        "a placeholder's replacement drawn from relu(p - q) as for a rejected draft: the "
+        "output law is biased, since nothing was drawn from q there",
+    ),
+    mutant(
+        "greedy-placeholder-accepted", ACCEPTANCE,
+        "return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)",
+        "return Verdict(emitted == ids.clamped, emitted)",
+        "greedy-argmax keeps a placeholder whose clamped id is the argmax",
+    ),
+    mutant(
+        "joint-placeholder-read-as-excluded", JOINT,
+        "    keep_probability = mx.where(lengths < num_real, keep_probability,\n"
+        "                                mx.where(lengths == num_real, weights[1:], 0.0))\n",
+        "    keep_probability = mx.where(lengths <= num_real, keep_probability, 0.0)\n",
+        "block verification treats a placeholder as a draft with p = 0: the last real prefix "
+        "is tested by h_m = Z_m / (Z_m + 1 - w_m) against a q never sampled, not by w_m",
+    ),
+    mutant(
+        "joint-placeholder-draws-residual", JOINT,
+        "    rows = mx.where((mx.arange(k + 1) == num_real)[:, None], target_probs, rows)\n",
+        "",
+        "after the last real draft the next token is drawn from the residual against the "
+        "placeholder's q, not from the target's own row",
+    ),
+    mutant(
+        "fused-placeholder-accepted", FUSED,
+        "accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)\n    elif",
+        "accepted = candidates[:k] == ids.clamped\n    elif",
+        "the fast path keeps a greedy placeholder whose clamped id is the argmax",
+        vectors=False,
+    ),
+    mutant(
+        "fused-placeholder-draws-residual", FUSED,
+        "replacement = mx.where(ids.valid[:, None],\n"
+        "                               residual_distribution(target_probs[:k], draft_probs),\n"
+        "                               target_probs[:k])",
+        "replacement = residual_distribution(target_probs[:k], draft_probs)",
+        "the fast path draws a placeholder's replacement from the residual",
+        vectors=False,
+    ),
     mutant(
         "uniform-accepts-one", VALIDATION,
         "if not (math.isfinite(value) and 0.0 <= value < 1.0):",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import mlx.core as mx
 import numpy as np
 
+from keyed_runs import keyed_round_uniforms, position_keyed
 from specaccept import (
     AcceptanceRule,
     SamplerConfig,
@@ -51,7 +53,9 @@ class EngineCase:
     rounds: int
     """The kit flags it within this many rounds (asserted in CI)."""
     caught_by: tuple[str, ...]
-    """Checks that fail on its trace (without uniforms)."""
+    """Checks that fail on its trace."""
+    records_uniforms: bool = False
+    """Whether its trace carries the uniforms it read (most engines' do not)."""
 
 
 BUGS = (
@@ -68,6 +72,13 @@ BUGS = (
                ("support",)),
     EngineCase("draft-cache-over-trim", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0), 3, ("rewind",)),
+    # Decides every round faithfully on the uniforms it records, so replay passes; only
+    # the uniforms themselves show the bug: a round re-reads the tests of the last one.
+    # 11 rounds: 99.5% of 200 seeds' traces are caught by then (`python
+    # tests/broken_engines.py --position-keyed`); a round that keeps k or k - 1 drafts
+    # leaves no test behind, so detection waits for one that keeps fewer.
+    EngineCase("position-keyed-uniforms", AcceptanceRule.BLOCK, SamplerConfig(temperature=1.0),
+               11, ("fresh",), records_uniforms=True),
 )
 
 
@@ -83,7 +94,7 @@ def _decide(
     uniforms: np.ndarray,
 ) -> tuple[int, int]:
     """(accepted, next token) under the engine's rule with its bug."""
-    if rule is AcceptanceRule.BLOCK and bug is None:
+    if rule is AcceptanceRule.BLOCK and bug in (None, "position-keyed-uniforms"):
         joint = verify_drafts_jointly(mx.array(p.astype(np.float32)),
                                       mx.array(q.astype(np.float32)), mx.array(drafts),
                                       mx.array(uniforms))
@@ -151,7 +162,10 @@ def run_engine(
         step = mx.array([*backfill, current])
         drafts: list[int] = []
         claimed_q, draw_q = [], []
-        randomness = round_uniforms(seed, position, k)
+        # The position-keyed engine reads the keys it did before round keys existed.
+        keyed = (keyed_round_uniforms(position_keyed) if bug == "position-keyed-uniforms"
+                 else round_uniforms)
+        randomness = keyed(seed, position, k)
         for j in range(k):
             logits = pair.drafter(step[None], cache=draft_cache)[0, -1]
             context = mx.array(history + drafts, dtype=mx.int32)
@@ -220,22 +234,71 @@ def _main() -> None:
         os.unlink(handle.name)
         return report
 
+    if sys.argv[1:] == ["--position-keyed"]:
+        _position_keyed_detection(pair, check)
+        return
     print("Produced by:\n\n```sh\npython tests/broken_engines.py\n```\n")
     print(f"Device {mx.default_device()}, seed 0, prompt {PROMPT!r}, k = 4, the embedded pair; "
-          "each broken engine traced without its uniforms, so replay does not run.\n")
-    print("| bug | rule | sampler | rounds | checks that fail (alpha = 1e-4 each) | "
+          "each broken engine traced without its uniforms, so replay does not run, except "
+          "where the uniforms column says yes.\n")
+    print("| bug | rule | sampler | rounds | uniforms | checks that fail (alpha = 1e-4 each) | "
           "power of a correct trace of as many rounds |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for case in BUGS:
-        report = check(run_engine(case, case.rounds, pair=pair))
+        report = check(run_engine(case, case.rounds, pair=pair,
+                                  record_uniforms=case.records_uniforms))
         failed = [f"{c.name} ({c.statistic})" for c in report.checks if c.verdict == "fail"]
         correct = check(run_engine(None, case.rounds, pair=pair, config=case.config,
-                                   rule=case.rule))
+                                   rule=case.rule, record_uniforms=case.records_uniforms))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
                  if p.bug == case.bug and p.probability is not None]
         print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
+              f"{'yes' if case.records_uniforms else 'no'} | "
               f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
+
+
+def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
+    """How many rounds the kit needs for the position-keyed engine, with and without uniforms."""
+    import dataclasses
+    import tempfile
+
+    from specaccept.shell.conformance import read_trace
+    from specaccept.shell.conformance.checks import DEFAULT_ALPHA, check_fresh
+
+    case = next(c for c in BUGS if c.bug == "position-keyed-uniforms")
+    seeds, rounds = 200, 14
+    print("Produced by:\n\n```sh\npython tests/broken_engines.py --position-keyed\n```\n")
+    print(f"Device {mx.default_device()}, prompt {PROMPT!r}, k = 4, the embedded pair, "
+          "temperature 1, block verification with every uniform keyed by absolute position.\n")
+    print(f"With uniforms: the fraction of {seeds} seeds' traces the fresh check fails "
+          "(alpha = 1e-4) within r rounds.\n")
+    caught_by = []
+    for seed in range(seeds):
+        text = run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
+            handle.write(text)
+        trace = read_trace(handle.name)
+        os.unlink(handle.name)
+        caught_by.append(next(
+            (r for r in range(1, rounds + 1) if check_fresh(
+                dataclasses.replace(trace, rounds=trace.rounds[:r]), DEFAULT_ALPHA
+            ).verdict == "fail"), rounds + 1))
+    print("| rounds | " + " | ".join(str(r) for r in range(1, rounds + 1)) + " |")
+    print("|---" * (rounds + 1) + "|")
+    print("| caught | " + " | ".join(
+        f"{np.mean(np.array(caught_by) <= r):.3f}" for r in range(1, rounds + 1)) + " |")
+    long = 2_000
+    print(f"\nWithout uniforms: the checks on traces of {long} rounds (seeds 0 and 1).\n")
+    print("| seed | acceptance | law | verdict |")
+    print("|---|---|---|---|")
+    for seed in (0, 1):
+        report = check(run_engine(case, long, seed=seed, pair=pair))
+        by_name = {c.name: c for c in report.checks}
+        print(f"| {seed} | {by_name['acceptance'].verdict}: {by_name['acceptance'].statistic} | "
+              f"{by_name['law'].verdict}: {by_name['law'].statistic} | "
+              f"{'conforms' if report.passed else 'does not conform'} |")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def test_the_generator_passes_every_check_replay_included(
     trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)
     report = _check(stream.getvalue(), tmp_path)
     assert _verdicts(report) == dict.fromkeys(
-        ("replay", "support", "acceptance", "law", "rewind"), "pass"
+        ("replay", "fresh", "support", "acceptance", "law", "rewind"), "pass"
     ), report.to_text()
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parents[1] / "spec"
@@ -92,6 +92,8 @@ def test_the_correct_engine_passes_and_the_checks_have_power(pair: Any, tmp_path
     assert powers[("support", "resample-from-p")] > 0.99
     assert powers[("replay", "softmax-residual")] > 0.99  # type: ignore[operator]
     assert powers[("rewind", "draft-cache-over-trim")] == 1.0
+    # Position keys are harmless to a stochastic engine; the fresh check says so.
+    assert powers[("fresh", "position-keyed-uniforms")] is None
     # At temperature 1 the raw and the tempered q coincide: no power, and it says so.
     assert powers[("acceptance", "raw-logits-q")] is not None
     assert powers[("acceptance", "raw-logits-q")] < 0.01
@@ -101,12 +103,15 @@ def test_the_correct_engine_passes_and_the_checks_have_power(pair: Any, tmp_path
 def test_each_broken_engine_is_caught_within_its_stated_rounds(
     pair: Any, tmp_path: Path, case: EngineCase
 ) -> None:
-    report = _check(run_engine(case, case.rounds, pair=pair), tmp_path)
+    report = _check(run_engine(case, case.rounds, pair=pair,
+                               record_uniforms=case.records_uniforms), tmp_path)
     verdicts = _verdicts(report)
     assert not report.passed
     for name in case.caught_by:
         assert verdicts[name] == "fail", report.to_text()
-    assert verdicts["replay"] == "not run"  # caught without the engine's uniforms
+    # Caught without the engine's uniforms; or, when it records them, though it decides
+    # faithfully on them (the position-keyed engine: only their freshness betrays it).
+    assert verdicts["replay"] == ("pass" if case.records_uniforms else "not run")
     if case.bug == "raw-logits-q":
         acceptance = next(c for c in report.checks if c.name == "acceptance")
         assert "IMPOSSIBLE" in acceptance.detail  # above the lossless ceiling
@@ -134,10 +139,13 @@ def test_block_verification_is_checked_against_its_own_closed_form(
     block = AcceptanceRule.BLOCK
     report = _check(run_engine(None, 40, pair=pair, rule=block, record_uniforms=True), tmp_path)
     assert _verdicts(report) == dict.fromkeys(
-        ("replay", "support", "acceptance", "law", "rewind"), "pass"
+        ("replay", "fresh", "support", "acceptance", "law", "rewind"), "pass"
     ), report.to_text()
     acceptance = next(c for c in report.checks if c.name == "acceptance")
     assert "block rounds kept" in acceptance.statistic
+    fresh = next(c for c in report.checks if c.name == "fresh")
+    assert fresh.power[0].bug == "position-keyed-uniforms"
+    assert fresh.power[0].probability == 1.0, fresh.power[0].note
     # An engine that claims block but decides token by token is lossless, yet not block.
     wrong = EngineCase("token-level-under-block", block, SamplerConfig(), 40, ("replay",))
     report = _check(run_engine(wrong, 40, pair=pair, record_uniforms=True), tmp_path)
@@ -182,3 +190,27 @@ def test_conform_records_times_and_checks_an_engine_from_the_command_line(
     assert read_trace(trace).rounds
     assert "verdict: CONFORMS" in out and "time: untraced run" in out
     assert "x the untraced run" in out
+
+
+def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_written_on(
+    pair: Any, tmp_path: Path
+) -> None:
+    from specaccept.shell.conformance.checks import check_fresh
+
+    # A correct block engine whose uniforms were written with three decimals: 200 read
+    # values on a grid of 1,000 points coincide about 20 times by chance alone. Bounded
+    # at 2**-24 the check would cry wolf; on the grid the values lie on it must not.
+    lines = run_engine(None, 40, pair=pair, rule=AcceptanceRule.BLOCK,
+                       record_uniforms=True).splitlines()
+    rounded = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        record["uniforms"] = [[round(u, 3) for u in row] for row in record["uniforms"]]
+        rounded.append(json.dumps(record))
+    path = tmp_path / "rounded.jsonl"
+    path.write_text("\n".join(rounded) + "\n")
+    fresh = check_fresh(read_trace(path), 1e-4)
+    assert "spacing 2^-10" in fresh.statistic, fresh.statistic  # 10^-3, rounded to 2^-10
+    assert fresh.verdict == "pass", fresh.statistic
+    rereads = int(fresh.statistic.split("D = ")[1].split()[0])
+    assert rereads > 2  # the coincidences are there: 2**-24 spacing would have failed it

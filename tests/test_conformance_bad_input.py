@@ -31,7 +31,7 @@ def _valid_lines(rounds: int = 3) -> list[str]:
     stream = io.StringIO()
     writer = TraceWriter(stream, vocab_size=VOCAB, prompt=[0, 1])
     for _ in range(rounds):
-        writer.write_round(rule=AcceptanceRule.STOCHASTIC, draft_tokens=[0, 1], emitted=[0, 0],
+        writer.write_round(rule=AcceptanceRule.STOCHASTIC, draft_tokens=[0, 2], emitted=[0, 0],
                            target=encode_rows(P), draft=encode_rows(Q))
     return stream.getvalue().splitlines()
 
@@ -54,13 +54,17 @@ def _edit(line: str, change: Any) -> str:
         (2, lambda r: r.pop("emitted"), "emitted", "list of token ids"),
         (3, lambda r: r.pop("target"), "target", "missing"),
         (2, lambda r: r.update(draft_tokens=[0, 9]), "draft_tokens[1]", "outside [0, 4)"),
+        # A trace holds the drafts an engine verified, never a placeholder (spec/index.md).
+        (3, lambda r: r.update(draft_tokens=[-1, 1]), "draft_tokens[0]", "id -1 outside [0, 4)"),
+        (2, lambda r: r.update(draft_tokens=[0, 2**31 - 1]), "draft_tokens[1]",
+         "id 2147483647 outside [0, 4)"),
         (2, lambda r: r.update(emitted=[0, -1]), "emitted[1]", "outside"),
         (3, lambda r: r["target"]["probs"][1].append(0.0), "target.probs[1]", "vocabulary"),
         (2, lambda r: r["draft"]["probs"].pop(), "draft", "rows"),
         (2, lambda r: r["target"]["probs"][0].__setitem__(0, 0.75), "target.probs[0]",
          "sums to"),
         (2, lambda r: r["target"]["probs"][0].__setitem__(0, float("nan")),
-         "target.probs[0][0]", "[0, 1]"),
+         "target.probs[0][0]", "finite"),
         (4, lambda r: r.update(position=7), "position", "emitted 4"),
         (2, lambda r: r.update(uniforms=[[0.5, 0.5]]), "uniforms", "[k+1, 2]"),
         (2, lambda r: r.update(emitted=[1, 2]), "emitted", "accepted drafts"),
@@ -69,7 +73,7 @@ def _edit(line: str, change: Any) -> str:
          "not a SamplerConfig field"),
         (2, lambda r: r.update(cache={"target_before": "x"}), "cache.target_before", "int"),
         (3, lambda r: r.update(accepted=1), "accepted", "not a round field"),
-        (2, lambda r: r.update(target={"probs_b64": "AAAA", "rows": 1, "dtype": "float16"}),
+        (2, lambda r: r.update(target={"probs_b64": "AAAA", "rows": 3, "dtype": "float16"}),
          "target.dtype", "must be float32"),
     ],
 )

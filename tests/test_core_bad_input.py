@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from specaccept import (
@@ -360,8 +361,45 @@ FLOAT32_UNUSABLE: list[tuple[str, object, type[Exception]]] = [
     ("logit_bias", {0: -1e39}, ValueError),
     ("logit_bias", {2**31: 1.0}, ValueError),
     ("dry_sequence_breakers", (2**31,), ValueError),
+    # 0 in float32 times a DRY power that overflowed to inf: the whole row was NaN.
+    ("dry_multiplier", 1e-50, ValueError),
+    ("dry_multiplier", 1e-40, ValueError),
 ]
 BAD_FIELDS += FLOAT32_UNUSABLE
+
+# Integers MLX would meet as 64-bit indices or slice bounds ("Slice indices must be 32-bit").
+BEYOND_INT32: list[tuple[str, object, type[Exception]]] = [
+    (name, value, ValueError)
+    for name in ("top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n")
+    for value in (2**31, 2**63)
+]
+BAD_FIELDS += BEYOND_INT32
+
+
+@pytest.mark.parametrize(("field", "value", "error"), BEYOND_INT32, ids=repr)
+def test_an_integer_field_beyond_int32_is_refused_with_the_bound(
+    field: str, value: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=re.escape(field) + r" must be <= 2\*\*31 - 1"):
+        SamplerConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_an_int_real_is_stored_as_a_float_and_samples() -> None:
+    # 2**63 as an int reached MLX as an int64 scalar: std::bad_cast deep inside the sampler.
+    config = SamplerConfig(temperature=2**63, repetition_penalty=2, dry_multiplier=1)
+    assert type(config.temperature) is float and config.temperature == 2.0**63
+    assert type(config.repetition_penalty) is float and type(config.dry_multiplier) is float
+    row = effective_token_distribution(mx.array([0.0, 1.0, 2.0]), config,
+                                       mx.array([0, 1, 0, 1], dtype=mx.int32))
+    assert np.isfinite(np.array(row)).all() and abs(float(row.sum()) - 1) < 1e-6
+
+
+def test_the_smallest_dry_multiplier_keeps_an_overflowed_power_finite() -> None:
+    # base**n overflows to inf here; 2**-126 * inf is inf (a ban), never 0 * inf = NaN.
+    config = SamplerConfig(dry_multiplier=2.0**-126, dry_base=3.4e38, dry_allowed_length=1)
+    history = mx.array([1, 2, 3] * 20 + [1, 2], dtype=mx.int32)
+    row = np.array(effective_token_distribution(mx.zeros(8), config, history))
+    assert np.isfinite(row).all() and abs(row.sum() - 1) < 1e-6 and (row == 0).any()
 
 
 @pytest.mark.parametrize(("field", "value", "error"), BAD_FIELDS, ids=repr)
@@ -433,3 +471,16 @@ def test_acceptance_rule_argument_types() -> None:
     for stochastic in (True, False, None):
         rule = acceptance_rule(greedy, drafter_has_distribution=True, stochastic=stochastic)
         assert rule is AcceptanceRule.GREEDY_ARGMAX
+
+
+@pytest.mark.parametrize("extra", [{}, {"top_p": 0.5}, {"min_p": 0.5}, {"top_k": 2},
+                                   {"repetition_penalty": 2.0**32}], ids=repr)
+def test_the_smallest_temperature_gives_a_distribution(extra: dict[str, Any]) -> None:
+    # float32's smallest normal, accepted: the shift by the maximum before the division
+    # keeps every row finite (the limiting one-hot, or uniform over tied maxima).
+    config = SamplerConfig(temperature=1.1754943508222875e-38, **extra)
+    rng = np.random.default_rng(0)
+    for logits in (rng.normal(0, 10, 16), np.zeros(16), np.r_[2.0**64, -(2.0**64), 1.0, 1.0]):
+        row = np.array(effective_token_distribution(
+            mx.array(logits.astype(np.float32)), config, mx.array([0, 1], dtype=mx.int32)))
+        assert np.isfinite(row).all() and abs(row.sum() - 1) < 1e-6, (extra, logits, row)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from specaccept import (
-    AcceptanceRule,
     SamplerConfig,
     accept_draft_token,
     effective_token_distribution,
@@ -21,28 +20,11 @@ from specaccept import (
     residual_resample,
     sample_from_distribution,
     sample_token_with_distribution,
-    verify_block,
 )
 
 P = mx.array([0.5, 0.25, 0.25, 0.0])
 Q = mx.array([0.25, 0.25, 0.25, 0.25])
 V = 4
-
-
-def test_a_negative_token_reads_the_id_counted_from_the_end() -> None:
-    # p(3) = 0: id -1 reads p(V - 1) and is rejected; id -4 reads p(0) and is accepted.
-    assert accept_draft_token(P, Q, mx.array(-1), 0.0).item() is False
-    assert accept_draft_token(P, Q, mx.array(-4), 0.0).item() is True
-
-
-@pytest.mark.parametrize(
-    ("token", "reads"),
-    [(mx.array(2**32 - 1, dtype=mx.uint32), -1), (mx.array(2**32, dtype=mx.int64), 0)],
-)
-def test_wide_or_unsigned_ids_wrap_modulo_2_32(token: mx.array, reads: int) -> None:
-    assert token.astype(mx.int32).item() == reads
-    expected = accept_draft_token(P, Q, mx.array(reads), 0.0).item()
-    assert accept_draft_token(P, Q, token, 0.0).item() == expected
 
 
 def test_a_nan_in_p_or_q_rejects() -> None:
@@ -102,16 +84,3 @@ def test_logits_beyond_the_envelope_overflow_as_stated() -> None:
         mx.array([-(2.0**64)] * 3), SamplerConfig(repetition_penalty=2.0), [0, 1, 2]
     )
     assert probs.tolist() == pytest.approx([1 / 3] * 3)
-
-
-def test_verify_block_reads_a_negative_draft_from_the_end() -> None:
-    rows = mx.stack([P, P])
-    uniforms = mx.array([[0.0, 0.5], [0.0, 0.5]])
-    verdict = verify_block(AcceptanceRule.STOCHASTIC, rows, Q[None], mx.array([-1]), uniforms)
-    assert verdict.num_accepted.item() == 0  # p(V - 1) = 0: rejected
-    wrapped = verify_block(
-        AcceptanceRule.STOCHASTIC, rows, Q[None], mx.array([2**32 - 1], dtype=mx.uint32),
-        uniforms,
-    )
-    assert wrapped.num_accepted.item() == 0
-    assert wrapped.next_token.item() == verdict.next_token.item()

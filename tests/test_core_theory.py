@@ -117,6 +117,16 @@ def test_expected_speedup_special_cases() -> None:
     )
 
 
+def test_expected_speedup_of_a_huge_k_is_the_closed_form_in_constant_memory() -> None:
+    # It built a list of k alphas: MemoryError at k = 10**12.
+    assert expected_speedup(0.5, 10**12, 0.1) == pytest.approx(2 / (10**11 + 1), rel=1e-12)
+    assert expected_speedup(1.0, 10**12, 0.0) == 10**12 + 1
+    # Both sides of the switch from the summed series to the closed form agree.
+    for k in (4096, 4097):
+        assert expected_speedup(0.999, k, 0.0) == pytest.approx((1 - 0.999 ** (k + 1)) / 0.001,
+                                                                rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("alphas", "error", "match"),
     [
@@ -154,6 +164,10 @@ def test_expected_tokens_errors(alphas: object, error: type[Exception], match: s
         ({"verify_cost": 0.0}, ValueError, "verify_cost must be > 0"),
         ({"verify_cost": -1.0}, ValueError, "verify_cost must be > 0"),
         ({"verify_cost": math.nan}, ValueError, "verify_cost"),
+        # 1 / 5e-324 is inf: the quotient overflows, an error rather than an infinite speedup.
+        ({"alpha": 0.0, "k": 1, "c": 0.0, "verify_cost": 5e-324}, ValueError,
+         "overflows float64"),
+        ({"k": 2**53 + 1}, ValueError, r"k must be <= 2\*\*53"),
     ],
     ids=repr,
 )

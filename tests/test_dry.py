@@ -71,7 +71,7 @@ def test_the_direct_comparison_is_the_z_array_cut_at_its_cap(sequence: list[int]
 
 # Multipliers from subnormal (no saturation) to float32's largest, bases from 1 (saturated
 # at the allowed length) through just above 1 to float32's largest (pow overflows at once).
-MULTIPLIERS = [1e-45, 1e-30, 0.5, 1.0, 3.0, 1e30, 3e38]
+MULTIPLIERS = [2.0**-126, 1e-30, 0.5, 1.0, 3.0, 1e30, 3e38]
 BASES = [1.0, 1.0001, 1.75, 2.0, 10.0, 1e10, 1e20, 3.4028234663852886e38]
 configs = st.builds(
     SamplerConfig,

@@ -247,7 +247,9 @@ def test_fused_verify_block_matches_the_golden_vectors(compile_mode: str) -> Non
         target = mx.array(inputs["target_probs"], dtype=mx.float32)
         draft = (None if inputs["draft_probs"] is None
                  else mx.array(inputs["draft_probs"], dtype=mx.float32))
-        tokens = mx.array(inputs["draft_tokens"], dtype=mx.int32)
+        ids = inputs["draft_tokens"]  # a placeholder vector may type them int64 or uint32
+        tokens = (mx.array(ids["array"], dtype=getattr(mx, ids["dtype"])) if isinstance(ids, dict)
+                  else mx.array(ids, dtype=mx.int32))
         uniforms = mx.array(inputs["uniforms"], dtype=mx.float32)
         reference = verify_block(rule, target, draft, tokens, uniforms)
         fast = fused_verify_block(rule, target, draft, tokens, uniforms)

@@ -61,5 +61,5 @@ def test_a_forced_choice_reads_neither_switch() -> None:
 
 
 def test_an_unknown_choice_is_refused_naming_it() -> None:
-    with pytest.raises(ValueError, match="rule must be one of .* got 'fast'"):
+    with pytest.raises(ValueError, match=r"rule must be one of .* got 'fast'"):
         choose_rule("fast", SAMPLING, {})  # type: ignore[arg-type]

@@ -104,10 +104,11 @@ def draw_normalising_first(probs: Any, u: Any) -> Any:
 
 def accept_by_division(p: Any, q: Any, token: Any, u: Any) -> Any:
     p, q = port.pair(p, q)
-    t = port.token_id("token", token, p.shape[-1], p.shape[:-1])
+    ids = port.draft_ids("token", token, p.shape[-1], p.shape[:-1])
     uniforms = port.uniform("u", u, p.shape[:-1])
+    p_t, q_t = port.at(p, ids.clamped), port.at(q, ids.clamped)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (port.at(p, t) > 0) & (uniforms <= port.at(p, t) / port.at(q, t))
+        return ids.valid & (p_t > 0) & (uniforms <= p_t / q_t)
 
 
 def filtered_dividing_first(logits: Any, cfg: Any) -> Any:
@@ -207,18 +208,72 @@ def unchecked_python_uniform(name: str, value: object, batch_shape: tuple[int, .
     return ORIGINAL["uniform"](name, value, batch_shape)
 
 
+def placeholders_counted_from_the_end(name: str, value: object, vocab_size: int,
+                                      batch_shape: tuple[int, ...]) -> Any:
+    """Array ids read as NumPy reads an index: -1 is id V - 1; only ids beyond [-V, V) are
+    placeholders."""
+    ids = ORIGINAL["draft_ids"](name, value, vocab_size, batch_shape)
+    if not isinstance(value, np.ndarray):
+        return ids
+    wide = value.astype(np.int64)
+    valid = (wide >= -vocab_size) & (wide < vocab_size)
+    return port.DraftIds(np.where(valid, wide % vocab_size, 0).astype(np.int32), valid)
+
+
+def history_counted_from_the_end(name: str, value: object, vocab_size: int) -> Any:
+    """History array ids read as NumPy reads an index: -1 is id V - 1."""
+    if not isinstance(value, np.ndarray) or not value.size:
+        return ORIGINAL["token_history"](name, value, vocab_size)
+    wide = value.astype(np.int64)
+    keep = (wide >= -vocab_size) & (wide < vocab_size)
+    return np.where(keep, wide % vocab_size, -1).astype(np.int32)
+
+
+def dry_matching_across_no_token(history: Any, cfg: Any, vocab_size: int) -> Any:
+    """DRY with an id outside the vocabulary compared as a token, not a breaker."""
+    window = history if cfg.dry_penalty_last_n == -1 else history[-cfg.dry_penalty_last_n:]
+    n, breakers = len(window), set(cfg.dry_sequence_breakers)
+    longest = np.zeros(vocab_size, dtype=F32)
+    for i in range(1, n):
+        candidate, length = int(window[i]), 0
+        if candidate < 0 or candidate in breakers:
+            continue
+        while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers
+               and window[i - 1 - length] == window[n - 1 - length]):
+            length += 1
+        longest[candidate] = max(longest[candidate], F32(length))
+    penalty = F32(cfg.dry_multiplier) * np.power(F32(cfg.dry_base),
+                                                 longest - F32(cfg.dry_allowed_length))
+    return np.where(longest >= cfg.dry_allowed_length, penalty, F32(0)).astype(F32)
+
+
+def narrowed_before_the_range_test(ids: Any, vocab_size: int) -> Any:
+    narrow = ids.astype(np.int32)
+    return (narrow >= 0) & (narrow < vocab_size)
+
+
+def placeholder_replaced_from_the_residual(p: Any, q: Any, ids: Any) -> Any:
+    return port.residual_distribution(p, q)
+
+
 def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
-               last_keep_is_weight: bool = True) -> Callable[..., Any]:
-    """The port's block verification with one of its three load-bearing details changed."""
+               last_keep_is_weight: bool = True,
+               placeholder_excluded: bool = False) -> Callable[..., Any]:
+    """The port's block verification with one of its load-bearing details changed; with
+    `placeholder_excluded`, a placeholder read as a draft of p = 0 instead of ending the round."""
 
     original = port.verify_drafts_jointly
 
     def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, uniforms: Any) -> Any:
-        original(target_probs, draft_probs, draft_tokens, uniforms)  # its argument checks
+        verdict = original(target_probs, draft_probs, draft_tokens, uniforms)  # its checks
         target, draft = np.asarray(target_probs, F32), np.asarray(draft_probs, F32)
         tokens, u = np.asarray(draft_tokens), np.asarray(uniforms, F32)
-        k = tokens.shape[0]
-        weights = port.prefix_weights(target[np.arange(k), tokens], draft[np.arange(k), tokens])
+        valid = port.in_vocabulary(tokens, target.shape[-1])
+        if not valid.all() and not placeholder_excluded:
+            return verdict  # the other gaps are about real drafts
+        k, tokens = tokens.shape[0], np.where(valid, tokens, 0).astype(np.int32)
+        p_drafted = np.where(valid, target[np.arange(k), tokens], F32(0)).astype(F32)
+        weights = port.prefix_weights(p_drafted, draft[np.arange(k), tokens])
         excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
         mass = excess.sum(axis=-1, dtype=F32)
         denominator = mass[1:] + (F32(1) - weights[1:k])
@@ -272,7 +327,7 @@ KEYED_RUNS = {rule: {f"{rule}_k{k}_v{v}_context{c}" for k, c, v in ((2, 1, 3), (
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform", "run_uniforms",
+        "uniform", "run_uniforms", "draft_ids", "token_history",
     )
 }
 
@@ -320,6 +375,25 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      accept_and_draft_by_absolute_position, "seeded_run", set().union(*KEYED_RUNS.values())),
     ("the target's draw keyed by round", "run_uniforms", target_draw_by_round, "seeded_run",
      KEYED_RUNS["sampler_match"] | KEYED_RUNS["stochastic"] | KEYED_RUNS["block"]),
+    ("a negative draft id counts from the end", "draft_ids", placeholders_counted_from_the_end,
+     "accept_draft_token", {"placeholder_minus_v"}),
+    ("draft ids narrowed to int32 first", "in_vocabulary", narrowed_before_the_range_test,
+     "accept_draft_token", {"placeholder_int64_two_pow_32"}),
+    ("a placeholder replaced from the residual", "replacement_rows",
+     placeholder_replaced_from_the_residual, "verify_draft_token",
+     {"stochastic_placeholder_minus_one", "stochastic_placeholder_uint32_max"}),
+    ("a placeholder replaced from the residual, in a round", "replacement_rows",
+     placeholder_replaced_from_the_residual, "verify_block",
+     {"stochastic_placeholder_minus_one_at_0", "stochastic_placeholder_minus_v_at_1",
+      "stochastic_placeholder_minus_v_minus_one_at_2"}),
+    ("a history id counts from the end", "token_history", history_counted_from_the_end,
+     "effective_token_distribution", {"history_array_placeholders_not_counted"}),
+    ("DRY matches across an id outside the vocabulary", "dry_penalty",
+     dry_matching_across_no_token, "effective_token_distribution",
+     {"dry_history_placeholder_breaks_match"}),
+    ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
+     joint_with(placeholder_excluded=True), "verify_drafts_jointly",
+     {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
 ]
 
 

@@ -122,13 +122,41 @@ def token_id(name: str, value: object, vocab_size: int, batch_shape: tuple[int, 
     raise ArgumentTypeError(name, f"{name} must be an int or an array")
 
 
+class DraftIds(NamedTuple):
+    """spec/index.md, Validation: an array id outside [0, V) is a placeholder, no draft."""
+    clamped: Array  # int32: the id where it is a draft, else 0 (safe to gather with)
+    valid: Array  # bool: 0 <= id < V
+
+
+def in_vocabulary(ids: Array, vocab_size: int) -> Array:
+    # Compared before any narrowing: int64 2**32 must not wrap to id 0.
+    if ids.dtype == np.uint64:
+        return ids < vocab_size
+    wide = ids.astype(np.int64)
+    return (wide >= 0) & (wide < vocab_size)
+
+
+def draft_ids(name: str, value: object, vocab_size: int, batch_shape: tuple[int, ...]) -> DraftIds:
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.integer):
+        if value.shape != batch_shape:
+            raise ArgumentValueError(name, f"{name} must have shape {batch_shape}")
+        valid = in_vocabulary(value, vocab_size)
+        return DraftIds(np.where(valid, value, 0).astype(np.int32), valid)
+    ids = token_id(name, value, vocab_size, batch_shape)
+    return DraftIds(ids, np.ones(ids.shape, dtype=bool))
+
+
 def token_history(name: str, value: object, vocab_size: int) -> Array:
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
             raise ArgumentValueError(name, f"{name} must be 1-d")
-        if value.size and not np.issubdtype(value.dtype, np.integer):
+        if not value.size:
+            return value.astype(np.int32)
+        if not np.issubdtype(value.dtype, np.integer):
             raise ArgumentTypeError(name, f"{name} must be an integer array")
-        return value.astype(np.int32)
+        # An id outside [0, V) is no token: -1, which no penalty counts and DRY breaks at.
+        valid = in_vocabulary(value, vocab_size)
+        return np.where(valid, np.where(valid, value, 0).astype(np.int32), np.int32(-1))
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise ArgumentTypeError(name, f"{name} must be a sequence of token ids")
     ids = [int(token_id(name, item, vocab_size, ())) for item in value]
@@ -184,17 +212,18 @@ class SamplerConfig:
         checks = [
             ("temperature", self.temperature == 0.0
              or SMALLEST_TEMPERATURE <= self.temperature <= FLOAT32_MAX),
-            ("top_k", self.top_k >= 0),
+            ("top_k", 0 <= self.top_k <= MAX_TOKEN_ID),
             ("top_p", 0.0 < self.top_p <= 1.0),
             ("min_p", 0.0 <= self.min_p <= 1.0),
             ("repetition_penalty", 2.0**-32 <= self.repetition_penalty <= 2.0**32),
             ("frequency_penalty", abs(self.frequency_penalty) <= ADJUSTMENT_LIMIT),
             ("presence_penalty", abs(self.presence_penalty) <= ADJUSTMENT_LIMIT),
-            ("repetition_context_size", self.repetition_context_size >= 1),
-            ("dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX),
+            ("repetition_context_size", 1 <= self.repetition_context_size <= MAX_TOKEN_ID),
+            ("dry_multiplier", self.dry_multiplier == 0.0
+             or SMALLEST_TEMPERATURE <= self.dry_multiplier <= FLOAT32_MAX),
             ("dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX),
-            ("dry_allowed_length", self.dry_allowed_length >= 1),
-            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1),
+            ("dry_allowed_length", 1 <= self.dry_allowed_length <= MAX_TOKEN_ID),
+            ("dry_penalty_last_n", -1 <= self.dry_penalty_last_n <= MAX_TOKEN_ID),
             ("xtc_probability", 0.0 <= self.xtc_probability <= 1.0),
             ("xtc_threshold", 0.0 <= self.xtc_threshold <= 1.0),
         ]
@@ -254,7 +283,7 @@ def apply_repetition_penalties(logits: Array, history: Array, cfg: SamplerConfig
     vocab_size = logits.shape[-1]
     recent = history[-cfg.repetition_context_size:]
     counts = np.zeros(vocab_size, dtype=F32)
-    np.add.at(counts, recent, F32(1))
+    np.add.at(counts, np.maximum(recent, 0), (recent >= 0).astype(F32))  # -1: no token
     seen = counts > 0
     if cfg.repetition_penalty != 1.0:
         rho = F32(cfg.repetition_penalty)
@@ -269,10 +298,12 @@ def dry_penalty(history: Array, cfg: SamplerConfig, vocab_size: int) -> Array:
     n = len(window)
     if n < 2:
         return np.zeros(vocab_size, dtype=F32)
-    breakers = set(cfg.dry_sequence_breakers)
+    breakers = {*cfg.dry_sequence_breakers, -1}  # -1, no token (token_history), breaks too
     longest = np.zeros(vocab_size, dtype=F32)
     for i in range(1, n):
         candidate = int(window[i])
+        if candidate < 0:
+            continue
         length = 0
         if candidate not in breakers:  # a candidate that is itself a breaker has L = 0
             while (i - 1 - length >= 0 and int(window[n - 1 - length]) not in breakers
@@ -393,10 +424,18 @@ def at(probs: Array, token: Array) -> Array:
 def accept_draft_token(p: object, q: object, token: object, u: object) -> Array:
     p, q = pair(p, q)
     batch = p.shape[:-1]
-    t = token_id("token", token, p.shape[-1], batch)
-    uniforms = uniform("u", u, batch)
-    p_t, q_t = at(p, t), at(q, t)
-    return (p_t > 0) & (uniforms * q_t <= p_t)
+    ids = draft_ids("token", token, p.shape[-1], batch)
+    return accepts(p, q, ids, uniform("u", u, batch))
+
+
+def accepts(p: Array, q: Array, ids: DraftIds, u: Array) -> Array:
+    p_t, q_t = at(p, ids.clamped), at(q, ids.clamped)
+    return ids.valid & (p_t > 0) & (u * q_t <= p_t)
+
+
+def replacement_rows(p: Array, q: Array, ids: DraftIds) -> Array:
+    """The residual, or p where the id is a placeholder (nothing was drawn from q there)."""
+    return np.where(ids.valid[..., None], residual_distribution(p, q), p).astype(F32)
 
 
 def residual_distribution(p: object, q: object) -> Array:
@@ -450,18 +489,18 @@ class Verdict(NamedTuple):
     token: Array
 
 
-def verify(rule: str, p: Array, q: Array | None, token: Array, u_accept: Array,
+def verify(rule: str, p: Array, q: Array | None, ids: DraftIds, u_accept: Array,
            u_sample: Array) -> Verdict:
     if rule == "greedy-argmax":
         emitted = np.argmax(p, axis=-1).astype(np.int32)
-        return Verdict(emitted == token, emitted)
+        return Verdict(ids.valid & (emitted == ids.clamped), emitted)
     if rule == "stochastic":
         assert q is not None
-        accepted = accept_draft_token(p, q, token, u_accept)
-        replacement = residual_resample(p, q, u_sample)
-        return Verdict(accepted, np.where(accepted, token, replacement).astype(np.int32))
+        accepted = accepts(p, q, ids, u_accept)
+        replacement = sample_from_distribution(replacement_rows(p, q, ids), u_sample)
+        return Verdict(accepted, np.where(accepted, ids.clamped, replacement).astype(np.int32))
     draw = sample_from_distribution(p, u_sample)
-    return Verdict(draw == token, draw)
+    return Verdict(ids.valid & (draw == ids.clamped), draw)
 
 
 def refuse_joint(rule: str, function: str) -> str:
@@ -480,10 +519,10 @@ def verify_draft_token(rule: object, p: object, q: object, token: object, u_acce
     else:
         p, q = pair(p, q)
     batch = p.shape[:-1]
-    t = token_id("token", token, p.shape[-1], batch)
+    ids = draft_ids("token", token, p.shape[-1], batch)
     ua = uniform("u_accept", u_accept, batch)
     us = uniform("u_sample", u_sample, batch)
-    return verify(rule, p, q, t, ua, us)
+    return verify(rule, p, q, ids, ua, us)
 
 
 def verify_block(rule: object, target_probs: object, draft_probs: object, draft_tokens: object,
@@ -496,7 +535,7 @@ def verify_block(rule: object, target_probs: object, draft_probs: object, draft_
     k, vocab_size = tokens_in.shape[0], target.shape[1]
     if target.shape[0] != k + 1:
         raise ArgumentValueError("target_probs", "target_probs must be [k+1, V]")
-    tokens = token_id("draft_tokens", tokens_in, vocab_size, (k,))
+    tokens = draft_ids("draft_tokens", tokens_in, vocab_size, (k,))
     u_in = require_array("uniforms", uniforms)
     if u_in.shape != (k + 1, 2):
         raise ArgumentValueError("uniforms", "uniforms must be [k+1, 2]")
@@ -509,17 +548,19 @@ def verify_block(rule: object, target_probs: object, draft_probs: object, draft_
         draft = require_probabilities("draft_probs", draft_probs, (2,))
         if draft.shape != (k, vocab_size):
             raise ArgumentValueError("draft_probs", "draft_probs must be [k, V]")
+    # A placeholder is rejected and replaced by the target's own draw: the round of the
+    # drafts before it.
     if rule == "greedy-argmax":
         candidates = np.argmax(target, axis=-1).astype(np.int32)
-        accepted = candidates[:k] == tokens
+        accepted = tokens.valid & (candidates[:k] == tokens.clamped)
     elif rule == "stochastic":
         assert draft is not None
-        accepted = accept_draft_token(target[:k], draft, tokens, u[:k, 0])
-        rows = np.concatenate([residual_distribution(target[:k], draft), target[k:]])
+        accepted = accepts(target[:k], draft, tokens, u[:k, 0])
+        rows = np.concatenate([replacement_rows(target[:k], draft, tokens), target[k:]])
         candidates = sample_from_distribution(rows, u[:, 1])
     else:
         candidates = sample_from_distribution(target, u[:, 1])
-        accepted = candidates[:k] == tokens
+        accepted = tokens.valid & (candidates[:k] == tokens.clamped)
     num_accepted = int(np.cumprod(accepted.astype(np.int32)).sum())
     return num_accepted, int(candidates[num_accepted])
 
@@ -561,14 +602,17 @@ def verify_drafts_jointly(target_probs: object, draft_probs: object, draft_token
         raise ArgumentValueError("target_probs", "target_probs must be [k+1, V]")
     if draft.shape != (k, vocab_size):
         raise ArgumentValueError("draft_probs", "draft_probs must be [k, V]")
-    tokens = token_id("draft_tokens", tokens_in, vocab_size, (k,))
+    tokens = draft_ids("draft_tokens", tokens_in, vocab_size, (k,))
     u_in = require_array("uniforms", uniforms)
     if u_in.shape != (k + 1, 2):
         raise ArgumentValueError("uniforms", "uniforms must be [k+1, 2]")
     u = uniform("uniforms", u_in, (k + 1, 2))
 
-    p_drafted = target[np.arange(k), tokens]
-    q_drafted = draft[np.arange(k), tokens]
+    # Placeholders: the round of the m drafts before the first one (ratio 1 past it).
+    real = np.cumprod(tokens.valid.astype(np.int32)) > 0
+    m = int(real.sum())
+    p_drafted = np.where(real, target[np.arange(k), tokens.clamped], F32(1)).astype(F32)
+    q_drafted = np.where(real, draft[np.arange(k), tokens.clamped], F32(1)).astype(F32)
     weights = prefix_weights(p_drafted, q_drafted)
     excess = np.maximum(weights[:k, None] * target[:k] - draft, F32(0))
     mass = excess.sum(axis=-1, dtype=F32)
@@ -576,11 +620,14 @@ def verify_drafts_jointly(target_probs: object, draft_probs: object, draft_token
     denominator = z + (F32(1) - w)
     safe = np.where(denominator > 0, denominator, F32(1))
     keep = np.concatenate([np.where(denominator > 0, z / safe, F32(1)), weights[k:]]).astype(F32)
+    lengths = np.arange(1, k + 1)
+    keep = np.where(lengths < m, keep, np.where(lengths == m, weights[1:], F32(0))).astype(F32)
     passes = (keep > 0) & (u[:k, 0] <= keep)
     num_accepted = int(np.where(passes, np.arange(1, k + 1), 0).max())
     safe_mass = np.where(mass > 0, mass, F32(1))[:, None]
     rows = np.concatenate([np.where(mass[:, None] > 0, excess / safe_mass, target[:k]),
                            target[k:]]).astype(F32)
+    rows[m] = target[m]  # after the m real drafts: the truncated round's bonus row
     candidates = sample_from_distribution(rows, u[:, 1])
     rejects_after = np.cumprod((F32(1) - keep)[::-1], dtype=F32)[::-1]
     later = np.concatenate([rejects_after[1:], np.ones(1, F32)])

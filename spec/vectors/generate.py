@@ -298,8 +298,13 @@ def draw_is_robust(weights: Rational, u: Fraction) -> bool:
     )
 
 
+def is_draft(token: int, vocab_size: int) -> bool:
+    """spec/index.md, Validation: an id outside [0, V) in an array is a placeholder."""
+    return 0 <= token < vocab_size
+
+
 def oracle_accept(p: Rational, q: Rational, token: int, u: Fraction) -> bool:
-    return p[token] > 0 and u * q[token] <= p[token]
+    return is_draft(token, len(p)) and p[token] > 0 and u * q[token] <= p[token]
 
 
 def oracle_residual(p: Rational, q: Rational) -> Rational:
@@ -316,10 +321,13 @@ def oracle_verify(
     rule: AcceptanceRule, p: Rational, q: Rational | None, token: int,
     u_accept: Fraction, u_sample: Fraction,
 ) -> tuple[bool, int, bool]:
-    """(accepted, emitted, robust) for one position."""
+    """(accepted, emitted, robust) for one position; a placeholder emits the target's own."""
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         emitted = oracle_argmax(p)
         return emitted == token, emitted, True
+    if not is_draft(token, len(p)):
+        draw = oracle_sample(p, u_sample)
+        return False, draw, draw_is_robust(p, u_sample)
     if rule is AcceptanceRule.STOCHASTIC:
         assert q is not None
         if oracle_accept(p, q, token, u_accept):
@@ -424,6 +432,9 @@ class DistributionCase:
     exact: bool
     history: tuple[int, ...] = ()
     oracle_atol: float | None = None
+    history_dtype: str | None = None
+    """When set, `history` is passed as an array of this dtype (ids outside [0, V) allowed:
+    spec/index.md, Validation), not as a Python sequence."""
     """How far the float64 hand values may lie from the float32 result (default: the vector's
     atol). Set for the float32 operation-order cases, whose point is a float32 rounding."""
 
@@ -635,6 +646,24 @@ def distribution_cases() -> list[DistributionCase]:
           [0.0, 0.5, 0.0, 0.5], True),
         c("rows_greedy", "[R, V] logits under a greedy config", [[0.0, 1.0, 1.0], [2.0, 0.0, 2.0]],
           config(temperature=0.0), [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], True),
+        # History arrays with ids outside [0, V): no token, counted by no penalty. Read
+        # Python-style, -1 would count id 3 twice; narrowed to int32, int64 2**32 would be id 0.
+        *(c(f"history_array_{label}_not_counted",
+            f"ids {list(ids)} ({dtype}): only ids 0 and 3 are tokens, each counted once",
+            [2.0, 1.0, 0.0, -1.0],
+            config(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25),
+            softmax64([0.25, 1.0, 0.0, -2.75]), False, ids, history_dtype=dtype)
+          for label, ids, dtype in (
+              ("placeholders", (0, -1, 3, 10**6, 2**31 - 1, -5), "int32"),
+              ("int64_two_pow_32", (0, 2**32, 3), "int64"),
+              ("uint32_max", (0, 2**32 - 1, 3), "uint32"))),
+        c("dry_history_placeholder_breaks_match",
+          "history [1, -1, 3, 1, -1] with breaker 2: an id outside the vocabulary breaks every "
+          "match too, so the suffix ending at it matches nothing (read as a token, id 3 would "
+          "match with L = 2)",
+          [0.0] * 4, config(dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=1,
+                            dry_sequence_breakers=(2,)),
+          [0.25] * 4, True, (1, -1, 3, 1, -1), history_dtype="int32"),
     ]
 
 
@@ -642,7 +671,10 @@ def effective_token_distribution_vectors() -> list[Vector]:
     out: list[Vector] = []
     for case in distribution_cases():
         logits = mx.array(case.logits, dtype=mx.float32)
-        probs = effective_token_distribution(logits, case.cfg, list(case.history))
+        history: list[int] | mx.array = (
+            list(case.history) if case.history_dtype is None
+            else mx.array(list(case.history), dtype=getattr(mx, case.history_dtype)))
+        probs = effective_token_distribution(logits, case.cfg, history)
         atol = 0.0 if case.exact else INEXACT_ATOL
         oracle_atol = atol if case.oracle_atol is None else case.oracle_atol
         draw_uniforms: list[Json] = []
@@ -655,7 +687,7 @@ def effective_token_distribution_vectors() -> list[Vector]:
                 weights = rational(got)
                 if not draw_is_robust(weights, Fraction(u)):
                     continue
-                token, law = sample_token_with_distribution(logits, case.cfg, list(case.history), u)
+                token, law = sample_token_with_distribution(logits, case.cfg, history, u)
                 check_equal(f"{case.name} draw u={u}", scalar_int(token), oracle_sample(weights,
                                                                                         Fraction(u)))
                 check_equal(f"{case.name} draw law", floats(law), got)
@@ -671,7 +703,8 @@ def effective_token_distribution_vectors() -> list[Vector]:
         inputs: Vector = {
             "logits": encode_reals(case.logits),
             "config": encode_config(case.cfg),
-            "history": list(case.history),
+            "history": (list(case.history) if case.history_dtype is None
+                        else typed(list(case.history), case.history_dtype)),
             "draw_uniforms": draw_uniforms,
         }
         expected: Vector = {"probs": expected_probs, "draw_tokens": draw_tokens}
@@ -839,7 +872,50 @@ def accept_draft_token_vectors() -> list[Vector]:
         out.append(vector(f"random_{i:02d}", "pseudo-random dyadic case; token drawn from q",
                           {"p": encode_reals(p), "q": encode_reals(q), "token": token, "u": u},
                           {"accepted": got}, 0.0))
+
+    # A placeholder next to a real draft that is kept: id 0, where the placeholder is
+    # gathered, would be kept too, and -4 read Python-style would be id 0.
+    p_rows, q_rows = [PLACEHOLDER_P] * 2, [PLACEHOLDER_Q] * 2
+    for label, value, dtype in PLACEHOLDER_IDS:
+        tokens = [0, value]
+        got_rows = bools(accept_draft_token(arr(p_rows), arr(q_rows), id_array(tokens, dtype),
+                                            mx.array([0.0, 0.0])))
+        want_rows = [oracle_accept(rational(a), rational(b), t, Fraction(0))
+                     for a, b, t in zip(p_rows, q_rows, tokens, strict=True)]
+        check_equal(f"placeholder_{label}", got_rows, want_rows)
+        check_equal(f"placeholder_{label} is rejected", want_rows, [True, False])
+        out.append(vector(f"placeholder_{label}",
+                          f"id {value} ({dtype or 'int32'}) is no draft: rejected, never read",
+                          {"p": encode_reals(p_rows), "q": encode_reals(q_rows),
+                           "token": encode_ids(tokens, dtype), "u": [0.0, 0.0]},
+                          {"accepted": list(got_rows)}, 0.0))
     return out
+
+
+# --- placeholders: draft ids outside [0, V) (spec/index.md, Validation) -------------------
+
+# Each is a placeholder in the dtype given (None: a plain JSON array, int32). The int64 2**32
+# and the uint32 2**32 - 1 would be ids 0 and -1 if a port narrowed them to int32 first.
+PLACEHOLDER_IDS: tuple[tuple[str, int, str | None], ...] = (
+    ("minus_one", -1, None),
+    ("minus_v", -4, None),
+    ("minus_v_minus_one", -5, None),
+    ("v", 4, None),
+    ("million", 10**6, None),
+    ("int32_max", 2**31 - 1, None),
+    ("int64_two_pow_32", 2**32, "int64"),
+    ("uint32_max", 2**32 - 1, "uint32"),
+)
+PLACEHOLDER_P = [0.5, 0.25, 0.25, 0.0]  # V = 4: id 0 is the argmax, kept by every rule
+PLACEHOLDER_Q = [0.25, 0.25, 0.25, 0.25]
+
+
+def encode_ids(values: list[int], dtype: str | None) -> Json:
+    return list(values) if dtype is None else typed(list(values), dtype)
+
+
+def id_array(values: list[int], dtype: str | None) -> mx.array:
+    return mx.array(values, dtype=mx.int32 if dtype is None else getattr(mx, dtype))
 
 
 # --- residual_distribution + residual_resample --------------------------------------------
@@ -979,6 +1055,37 @@ def verify_draft_token_vectors() -> list[Vector]:
         "u_accept": [0.25, 0.0], "u_sample": [0.0, 0.0],
     }, {"accepted": list(got_acc), "token": list(got_tok)}, 0.0))
 
+    # A placeholder under every rule: rejected, and the target's own token emitted. Under
+    # stochastic the draw is from p (id 2 with u_sample = 0.875), not from the residual,
+    # which is all on id 0.
+    for rule in RULES:
+        q_rows = [PLACEHOLDER_Q] * 2 if rule.needs_proposal_distribution else None
+        for label, value, dtype in PLACEHOLDER_IDS[::3] if rule is not s else PLACEHOLDER_IDS:
+            tokens, u_sample = [0, value], [0.25, 0.875]
+            verdict = verify_draft_token(rule, arr([PLACEHOLDER_P] * 2),
+                                         None if q_rows is None else arr(q_rows),
+                                         id_array(tokens, dtype), mx.array([0.0, 0.0]),
+                                         mx.array(u_sample))
+            got = list(zip(bools(verdict.accepted), ints(verdict.token), strict=True))
+            want = []
+            for t, us in zip(tokens, u_sample, strict=True):
+                accepted, emitted, robust = oracle_verify(
+                    rule, rational(PLACEHOLDER_P),
+                    None if q_rows is None else rational(PLACEHOLDER_Q), t, Fraction(0),
+                    Fraction(us))
+                if not robust:
+                    raise GenerationError(f"placeholder_{label}: not robust")
+                want.append((accepted, emitted))
+            name = f"{slug(rule)}_placeholder_{label}"
+            check_equal(name, got, want)
+            out.append(vector(name, f"id {value} ({dtype or 'int32'}) is no draft: rejected, "
+                              "the target's own token emitted", {
+                "rule": rule.value, "p": encode_reals([PLACEHOLDER_P] * 2),
+                "q": None if q_rows is None else encode_reals(q_rows),
+                "token": encode_ids(tokens, dtype), "u_accept": [0.0, 0.0],
+                "u_sample": encode_reals(u_sample),
+            }, {"accepted": [a for a, _ in got], "token": [t for _, t in got]}, 0.0))
+
     for r_index, rule in enumerate(RULES):
         rng = Lcg(seed_of(4, r_index))
         made = 0
@@ -1002,7 +1109,7 @@ def verify_draft_token_vectors() -> list[Vector]:
 
 def block_vector(
     name: str, note: str, rule: AcceptanceRule, target: list[Row], draft: list[Row] | None,
-    tokens: list[int], uniforms: list[list[float]],
+    tokens: list[int], uniforms: list[list[float]], dtype: str | None = None,
 ) -> Vector | None:
     num, nxt, robust = oracle_block(
         rule, [rational(r) for r in target],
@@ -1012,13 +1119,13 @@ def block_vector(
     if not robust:
         return None
     verdict = verify_block(rule, arr(target), None if draft is None else arr(draft),
-                           mx.array(tokens), arr(uniforms))
+                           id_array(tokens, dtype), arr(uniforms))
     check_equal(name, (scalar_int(verdict.num_accepted), scalar_int(verdict.next_token)),
                 (num, nxt))
     return vector(name, note, {
         "rule": rule.value, "target_probs": encode_reals(target),
         "draft_probs": None if draft is None else encode_reals(draft),
-        "draft_tokens": list(tokens), "uniforms": encode_reals(uniforms),
+        "draft_tokens": encode_ids(tokens, dtype), "uniforms": encode_reals(uniforms),
     }, {"num_accepted": num, "next_token": nxt}, 0.0)
 
 
@@ -1039,6 +1146,26 @@ def verify_block_vectors() -> list[Vector]:
                      "all accepted; the bonus is the draw of row k with uniforms[k][1]", m,
                      [[0.0, 1.0], [0.25, 0.75]], None, [1], [[0.96875, 0.0], [0.0, 0.5]]),
     ]
+    # Placeholders: every real draft (id 0) is kept, so the round ends at the placeholder
+    # and emits the target's own token there (stochastic: the draw of p, id 2, where the
+    # residual would give 0). The oracle reads a placeholder position by position.
+    k = 3
+    target, draft = [PLACEHOLDER_P] * (k + 1), [PLACEHOLDER_Q] * k
+    for rule in RULES:
+        for at in range(k):
+            for label, value, dtype in PLACEHOLDER_IDS[at::3]:
+                tokens = [0] * k
+                tokens[at] = value
+                hand.append(block_vector(
+                    f"{slug(rule)}_placeholder_{label}_at_{at}",
+                    f"id {value} ({dtype or 'int32'}) at draft {at} is no draft: the round of "
+                    f"the first {at} drafts", rule, target,
+                    draft if rule.needs_proposal_distribution else None, tokens,
+                    [[0.0, 0.25 if rule is not s else 0.875]] * (k + 1), dtype))
+    hand.append(block_vector(
+        "stochastic_drafts_after_a_placeholder_unread",
+        "the id after the placeholder (3, with p = 0) is never read: the round ends at -1",
+        s, target, draft, [0, -1, 3], [[0.0, 0.875]] * (k + 1)))
     out = [v for v in hand if v is not None]
     if len(out) != len(hand):
         raise GenerationError("a hand-written verify_block case is not robust")
@@ -1138,29 +1265,41 @@ def first_failure_length(target: list[Rational], draft: list[Rational], tokens: 
 
 
 def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], tokens: list[int],
-                 uniforms: list[list[float]], *, keep_tie: bool = False) -> Vector | None:
+                 uniforms: list[list[float]], *, keep_tie: bool = False,
+                 dtype: str | None = None) -> Vector | None:
     """`keep_tie`: the case puts eta_i exactly on h_i on purpose, where h_i is exact in float32
     (0 from an excluded prefix, or exp(log(1/4) - log(1/2)) = 1/2, the log-dyadic assumption
     of spec/vectors/schema.md); only the draw must then be robust."""
     exact_target, exact_draft = [rational(r) for r in target], [rational(r) for r in draft]
-    oracle = JointOracle(exact_target, exact_draft, tokens)
     exact_uniforms = [[Fraction(u) for u in row] for row in uniforms]
-    num, nxt, robust = oracle.decide(exact_uniforms)
-    if keep_tie:
-        robust = draw_is_robust(oracle.rows[num], exact_uniforms[num][1])
+    # spec/verify_drafts_jointly.md, Placeholders: the round of the drafts before the first.
+    real = next((i for i, t in enumerate(tokens) if not is_draft(t, len(target[0]))),
+                len(tokens))
+    padding = [Fraction(0)] * (len(tokens) - real)
+    if real == 0:  # the target's own step
+        num, nxt = 0, oracle_sample(exact_target[0], exact_uniforms[0][1])
+        robust = draw_is_robust(exact_target[0], exact_uniforms[0][1])
+        law = [Fraction(1), *padding]
+    else:
+        oracle = JointOracle(exact_target[: real + 1], exact_draft[:real], tokens[:real])
+        num, nxt, robust = oracle.decide(exact_uniforms[: real + 1])
+        if keep_tie:
+            robust = draw_is_robust(oracle.rows[num], exact_uniforms[num][1])
+        law = [*oracle.law, *padding]
     if not robust:
         return None
-    verdict = verify_drafts_jointly(arr(target), arr(draft), mx.array(tokens), arr(uniforms))
+    verdict = verify_drafts_jointly(arr(target), arr(draft), id_array(tokens, dtype),
+                                    arr(uniforms))
     check_equal(name, (scalar_int(verdict.num_accepted), scalar_int(verdict.next_token)),
                 (num, nxt))
-    check_close(name, floats(verdict.accepted_length_law), [float(x) for x in oracle.law],
+    check_close(name, floats(verdict.accepted_length_law), [float(x) for x in law],
                 INEXACT_ATOL)
     stochastic = first_failure_length(exact_target, exact_draft, tokens, exact_uniforms)
     return vector(name, f"{note}; stochastic keeps {stochastic}", {
         "target_probs": encode_reals(target), "draft_probs": encode_reals(draft),
-        "draft_tokens": list(tokens), "uniforms": encode_reals(uniforms),
+        "draft_tokens": encode_ids(tokens, dtype), "uniforms": encode_reals(uniforms),
     }, {"num_accepted": num, "next_token": nxt,
-        "accepted_length_law": [f32(float(x)) for x in oracle.law]}, INEXACT_ATOL)
+        "accepted_length_law": [f32(float(x)) for x in law]}, INEXACT_ATOL)
 
 
 def verify_drafts_jointly_vectors() -> list[Vector]:
@@ -1208,6 +1347,20 @@ def verify_drafts_jointly_vectors() -> list[Vector]:
                      "nothing and the residual emits id 1", [[0.0, 1.0], [1.0, 0.0]], [half],
                      [0], [[0.0, 0.0], [0.0, 0.0]], keep_tie=True),
     ]
+    # Placeholders: the round of the drafts before the first one. With the 3/4 row the
+    # truncated round's last test is h_m = w_m; a placeholder read as p = 0 would test
+    # Z_m / (Z_m + 1 - w_m) against the placeholder's q and draw from its residual.
+    quarter = [0.75, 0.25]
+    for at in range(3):
+        for label, value, dtype in PLACEHOLDER_IDS[at::3]:
+            tokens = [0, 1, 0]
+            tokens[at] = value
+            hand.append(joint_vector(
+                f"placeholder_{label}_at_{at}",
+                f"id {value} ({dtype or 'int32'}) at draft {at} is no draft: the round of the "
+                f"first {at} drafts", [skew, quarter, skew, half], [half, half, quarter],
+                tokens, [[0.375, 0.875], [0.375, 0.875], [0.375, 0.875], [0.0, 0.875]],
+                dtype=dtype))
     hand_kept = [v for v in hand if v is not None]
     if len(hand_kept) != len(hand):
         raise GenerationError("a hand-written verify_drafts_jointly case is not robust")
@@ -2079,6 +2232,11 @@ def error_cases() -> dict[str, list[ErrorCase]]:
                 ("presence_penalty", "below_minus_2_pow_64", -(2.0**65), v,
                  "must lie in [-2**64, 2**64]"),
                 ("dry_multiplier", "above_float32_max", 3.5e38, v, "beyond float32's range"),
+                ("dry_multiplier", "below_float32_normal", 1e-50, v,
+                 "a positive multiplier below 2**-126 rounds to 0 and meets an overflowed power"),
+                ("top_k", "beyond_int32", 2**31, v, "MLX indexes in int32"),
+                ("repetition_context_size", "beyond_int32", 2**31, v, "MLX slices in int32"),
+                ("dry_penalty_last_n", "beyond_int32", 2**31, v, "MLX slices in int32"),
                 ("dry_base", "above_float32_max", 3.5e38, v, "beyond float32's range"),
                 ("dry_sequence_breakers", "beyond_int32", [2**31], v, "ids are int32"),
                 ("logit_bias", "id_beyond_int32", [[2**31, 1.0]], v, "ids are int32"),

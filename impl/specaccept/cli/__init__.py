@@ -34,7 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `specaccept` command; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    for index, argument in enumerate(arguments, start=1):
+        undecodable = _undecodable(argument)
+        if undecodable is not None:
+            parser.exit(2, f"specaccept: error: argument {index} is not valid UTF-8 "
+                        f"({undecodable}): pass text in UTF-8\n")
+    args = parser.parse_args(arguments)
     # `table` and `bench` print it first, so that each result names its own command.
     # MLX variables the caller set lead it, so that a GPU result's command reproduces it.
     args.invocation = " ".join([
@@ -65,6 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"specaccept: error: {error.strerror or error}{where}\n")
         return 1
     return status
+
+
+def _undecodable(argument: str) -> str | None:
+    """What in `argument` is not UTF-8 text, or None: Python keeps an undecodable byte of
+    argv as a lone surrogate, which no tokenizer or file name takes."""
+    try:
+        argument.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(argument[error.start])
+        if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's image of byte code - 0xDC00
+            return f"byte 0x{code - 0xDC00:02x}"
+        return f"the lone surrogate U+{code:04X}"
+    return None
 
 
 EXIT_BROKEN_PIPE = 141

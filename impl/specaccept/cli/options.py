@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -156,8 +157,9 @@ def tuning_assignments() -> list[str]:
     The cuDNN switch at the value the command sets anyway is left out: the command
     reproduces without it.
     """
+    # Quoted: the value is the caller's text, and a reader pastes the command into a shell.
     return [
-        f"{name}={os.environ[name]}" for name in MLX_TUNING_ENV
+        f"{name}={shlex.quote(os.environ[name])}" for name in MLX_TUNING_ENV
         if name in os.environ
         and (name, os.environ[name]) != (CUDNN_ATTENTION_ENV, SHAPE_FREE_ATTENTION)
     ]

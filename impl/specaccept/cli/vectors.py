@@ -18,10 +18,12 @@ import math
 import os
 import queue
 import shlex
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -79,6 +81,7 @@ def default_vectors_dir() -> Path:
 
 
 def load_files(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every vectors file of `directory`, each vector checked for the fields a request needs."""
     files = sorted(p for p in directory.glob("*.json") if p.name != "schema.json")
     if not files:
         raise ValueError(f"--vectors {directory}: no vectors files (*.json) there")
@@ -86,12 +89,40 @@ def load_files(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     for path in files:
         try:
             document = json.loads(path.read_text("utf-8"))
-            vectors = list(document["vectors"])
-            family = str(document["family"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}: not a vectors file ({error})") from error
-        loaded.append((path.name, [{"family": family, **v} for v in vectors]))
+        except (OSError, ValueError, RecursionError) as error:
+            reason = "nests too deeply" if isinstance(error, RecursionError) else str(error)
+            raise ValueError(f"{path}: not a vectors file ({reason})") from None
+        if not isinstance(document, dict) or not isinstance(document.get("family"), str) \
+                or not isinstance(document.get("vectors"), list):
+            raise ValueError(f"{path}: not a vectors file (it must be an object with a string "
+                             "'family' and a list 'vectors')")
+        vectors = [_checked_vector(path, i, v) for i, v in enumerate(document["vectors"])]
+        loaded.append((path.name, [{"family": document["family"], **v} for v in vectors]))
     return loaded
+
+
+def _checked_vector(path: Path, index: int, vector: object) -> dict[str, Any]:
+    """`vector` when it has what a request and its comparison read; else a ValueError."""
+    where = f"{path}: vector {index}"
+    if not isinstance(vector, dict):
+        raise ValueError(f"{where} is not an object: {show(vector)[:60]}")
+    name = vector.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where} has no 'name' string")
+    where = f"{path}: vector {index} ({name!r})"
+    if not isinstance(vector.get("input"), dict):
+        raise ValueError(f"{where} has no 'input' object")
+    if "error" in vector:
+        if not isinstance(vector["error"], dict):
+            raise ValueError(f"{where}: 'error' must be an object")
+    else:
+        if "expected" not in vector:
+            raise ValueError(f"{where} has neither 'expected' nor 'error'")
+        atol = vector.get("atol")
+        if isinstance(atol, bool) or not isinstance(atol, int | float) \
+                or not math.isfinite(atol) or atol < 0:
+            raise ValueError(f"{where}: 'atol' must be a finite number >= 0, got {atol!r}")
+    return vector
 
 
 def show(value: object) -> str:
@@ -151,8 +182,45 @@ def port_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in switches}
 
 
+MAX_TIMEOUT = 86400.0
+"""The longest `--timeout`, one day: a bound the clock and the queue can wait on."""
+MAX_ANSWER_BYTES = 64 * 2**20
+"""The longest answer line read; a port that writes more without a newline is stopped."""
+
+
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then let a pending one through.
+
+    Starting and ending the port are done with the signals held, so that an interrupt can
+    never land between the port's start and the code that owns ending it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _release_signals() -> None:
+    """In the port's process, before it runs: no signal held (a mask survives exec)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
+
+
 class Port:
-    """The port's process: one request line out, one answer line back."""
+    """The port's process: one request line out, one answer line back, within a deadline.
+
+    The port runs in its own process group, ended by `close` on every exit path, so that
+    neither it nor a child it started outlives the check. Writing and reading run in threads,
+    so a port that stops reading its input, or closes its output and keeps running, meets the
+    same deadline as a silent one.
+    """
 
     def __init__(self, command: str, timeout: float) -> None:
         argv = shlex.split(command)
@@ -160,54 +228,110 @@ class Port:
             raise ValueError("--port is empty")
         try:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                encoding="utf-8", env=port_environment(),
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=port_environment(),
+                start_new_session=True, preexec_fn=_release_signals,
             )
         except OSError as error:
             raise ValueError(f"--port {command!r} does not start: {error}") from error
         self.timeout = timeout
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        # An answer line, None at the end of the output, or the length of an overlong line.
+        self.lines: queue.Queue[bytes | int | None] = queue.Queue()
+        self.written: queue.Queue[BaseException | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
+        try:
+            while True:
+                line = self.process.stdout.readline(MAX_ANSWER_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_ANSWER_BYTES:
+                    self.lines.put(len(line))
+                    return
+                self.lines.put(line)
+        except (OSError, ValueError):  # the pipe was closed under us by `close`
+            pass
         self.lines.put(None)
 
-    def ask(self, request: dict[str, Any]) -> object:
-        """Send one request; return the parsed answer line."""
+    def _write(self, data: bytes) -> None:
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(json.dumps(request, allow_nan=False) + "\n")
+            self.process.stdin.write(data)
             self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
-            raise PortGone(f"the port stopped reading its input ({error})") from error
+        except (OSError, ValueError) as error:
+            self.written.put(error)
+            return
+        self.written.put(None)
+
+    def ask(self, request: dict[str, Any]) -> object:
+        """Send one request; return the parsed answer line, or raise `PortGone`."""
+        deadline = time.monotonic() + self.timeout
+        data = (json.dumps(request, allow_nan=False) + "\n").encode("utf-8")
+        threading.Thread(target=self._write, args=(data,), daemon=True).start()
         try:
-            line = self.lines.get(timeout=self.timeout)
-        except queue.Empty as error:
-            raise PortGone(f"no answer within {self.timeout:g} s") from error
+            failed = self.written.get(timeout=self.timeout)
+        except queue.Empty:
+            raise PortGone(f"the port read no request within {self.timeout:g} s") from None
+        if failed is not None:
+            raise PortGone(f"the port stopped reading its input ({failed})")
+        try:
+            line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except queue.Empty:
+            raise PortGone(f"no answer within {self.timeout:g} s") from None
         if line is None:
-            raise PortGone(f"the port exited (status {self.process.wait()}) without answering")
-        try:
-            answer: object = json.loads(line)
-        except ValueError:
-            return {"unparsable": line.rstrip("\n")}
-        return answer
+            try:
+                status = self.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                raise PortGone("the port closed its output without answering and is still "
+                               "running") from None
+            raise PortGone(f"the port exited (status {status}) without answering")
+        if isinstance(line, int):
+            raise PortGone(f"the port wrote an answer longer than {MAX_ANSWER_BYTES} bytes")
+        return parse_answer(line)
 
     def close(self, *, force: bool = False) -> None:
-        """End the port: close its input and let it exit, or kill it at once if `force`."""
+        """End the port: close its input and let it exit (or kill it at once if `force`),
+        then kill whatever is left of its process group."""
+        with _signals_held():
+            self._close(force=force)
+
+    def _close(self, *, force: bool) -> None:
         if force:
-            self.process.kill()
+            self._kill_group()
         if self.process.stdin is not None:
-            with contextlib.suppress(OSError):  # a port that died has closed the pipe
+            with contextlib.suppress(OSError, ValueError):  # a dead port closed the pipe
                 self.process.stdin.close()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._kill_group()
             self.process.wait()
+        self._kill_group()  # children the port started and left behind
+        if self.process.stdout is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.process.stdout.close()
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def parse_answer(line: bytes) -> object:
+    """One answer line as JSON; what is not UTF-8 or not JSON becomes a mismatch to report."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return {"unparsable": f"not UTF-8: byte 0x{line[error.start]:02x} at column "
+                              f"{error.start + 1}"}
+    try:
+        answer: object = json.loads(text)
+    except RecursionError:
+        return {"unparsable": "JSON nested deeper than the parser's limit"}
+    except ValueError:
+        return {"unparsable": text.rstrip("\n")[:200]}
+    return answer
 
 
 class PortGone(RuntimeError):
@@ -220,10 +344,14 @@ def check_port(command: str, directory: Path, timeout: float) -> tuple[list[File
     Returns one report per file and, when the port stopped answering, why ('' otherwise).
     """
     files = load_files(directory)
-    port = Port(command, timeout)
     reports: list[FileReport] = []
     stopped = ""
+    finished = False
+    port: Port | None = None
     try:
+        # Inside the try: a signal held while the port started is raised once it is owned.
+        with _signals_held():
+            port = Port(command, timeout)
         for name, vectors in files:
             report = FileReport(name)
             reports.append(report)
@@ -244,8 +372,11 @@ def check_port(command: str, directory: Path, timeout: float) -> tuple[list[File
                 report.mismatches.append(line)
                 if report.first_mismatch is None:
                     report.first_mismatch = line
+        finished = True
     finally:
-        port.close(force=bool(stopped))
+        # An interrupt, a termination or an error here ends the port's group at once.
+        if port is not None:
+            port.close(force=bool(stopped) or not finished)
     return reports, ""
 
 
@@ -270,11 +401,26 @@ def print_reports(reports: Sequence[FileReport], stopped: str, every: bool, out:
     return 0
 
 
+EXIT_TERMINATED = 128 + signal.SIGTERM
+"""The status after SIGTERM, as a shell reports a command the signal ended."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    sys.stderr.write("specaccept: terminated\n")
+    # SystemExit unwinds through `check_port`'s finally, which ends the port's group.
+    raise SystemExit(EXIT_TERMINATED)
+
+
 def run_check(args: argparse.Namespace) -> int:
-    if not args.timeout > 0:
-        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
+    if not 0 < args.timeout <= MAX_TIMEOUT:  # NaN fails too
+        raise ValueError(f"--timeout must lie in (0, {MAX_TIMEOUT:g}] seconds, got "
+                         f"{args.timeout!r}")
     directory = args.vectors if args.vectors is not None else default_vectors_dir()
     if not directory.is_dir():
         raise ValueError(f"--vectors {directory}: no such folder")
-    reports, stopped = check_port(args.port, directory, args.timeout)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        reports, stopped = check_port(args.port, directory, args.timeout)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return print_reports(reports, stopped, args.all_mismatches, sys.stdout)

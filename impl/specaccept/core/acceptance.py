@@ -40,18 +40,20 @@ def _at(probs: mx.array, token: mx.array) -> mx.array:
 
 
 def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx.array:
-    """Decide whether to keep draft `token`: ``p[t] > 0 and u * q[t] <= p[t]`` (bool).
+    """Decide whether to keep draft `token`: ``0 <= t < V and p[t] > 0 and u * q[t] <= p[t]``.
 
     Accepting with probability min(1, p[t] / q[t]) is modified rejection
     sampling. The test is written without a division so that q[t] = 0 needs no
     special case, and the first conjunct is load-bearing: if q[t] has
     underflowed to zero, ``u * q[t] <= p[t]`` reads ``0 <= 0`` and would admit
-    a token the target excluded.
+    a token the target excluded. An id outside [0, V) in an array (a placeholder such
+    as -1) is no draft: it is rejected, and p and q are read at id 0 instead, so that
+    no id reads outside the rows.
 
     Args:
         p: target distribution, `[V]` float32 (or `[k, V]` rows).
         q: the law `token` was drawn from, same shape as `p`.
-        token: the draft token id (or `[k]` ids).
+        token: the draft token id (or `[k]` ids of any integer dtype).
         u: a uniform in [0, 1) (or `[k]`).
 
     >>> import mlx.core as mx
@@ -63,10 +65,17 @@ def accept_draft_token(p: mx.array, q: mx.array, token: Scalar, u: Scalar) -> mx
     """
     p, q = _pair(p, q)
     batch = tuple(p.shape[:-1])
-    t = validation.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    ids = validation.draft_ids("token", token, vocab_size=p.shape[-1], batch_shape=batch)
     u = validation.uniform("u", u, batch_shape=batch)
-    p_t, q_t = _at(p, t), _at(q, t)
-    return (p_t > 0) & (u * q_t <= p_t)
+    return _accepts(p, q, ids, u)
+
+
+def _accepts(p: mx.array, q: mx.array, ids: validation.DraftIds, u: mx.array) -> mx.array:
+    """accept_draft_token on validated arrays: a placeholder id is never accepted."""
+    p_t, q_t = _at(p, ids.clamped), _at(q, ids.clamped)
+    # logical_and, not &: under mx.vmap (MLX 0.32) & with an unbatched operand drops the
+    # batch axis, so a vmap over the uniforms alone kept one verdict for every uniform.
+    return mx.logical_and(ids.valid, mx.logical_and(p_t > 0, u * q_t <= p_t))
 
 
 def residual_distribution(p: mx.array, q: mx.array) -> mx.array:
@@ -203,21 +212,27 @@ def _require_rule(rule: object, function: str) -> AcceptanceRule:
     return rule
 
 
+def _replacement_rows(p: mx.array, q: mx.array, ids: validation.DraftIds) -> mx.array:
+    """The law of the token emitted on a rejection under stochastic: the residual, or p itself
+    where the id is no draft (no token was drawn from q there, so p is the target's law)."""
+    return mx.where(ids.valid[..., None], residual_distribution(p, q), p)
+
+
 def _verify(
-    rule: AcceptanceRule, p: mx.array, q: mx.array | None, token: mx.array,
+    rule: AcceptanceRule, p: mx.array, q: mx.array | None, ids: validation.DraftIds,
     u_accept: mx.array, u_sample: mx.array,
 ) -> Verdict:
     """verify_draft_token on validated arrays, `[..., V]`."""
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         emitted = mx.argmax(p, axis=-1).astype(mx.int32)
-        return Verdict(emitted == token, emitted)
+        return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)
     if rule is AcceptanceRule.STOCHASTIC:
         assert q is not None
-        accepted = accept_draft_token(p, q, token, u_accept)
-        replacement = residual_resample(p, q, u_sample)
-        return Verdict(accepted, mx.where(accepted, token, replacement))
+        accepted = _accepts(p, q, ids, u_accept)
+        replacement = sample_from_distribution(_replacement_rows(p, q, ids), u_sample)
+        return Verdict(accepted, mx.where(accepted, ids.clamped, replacement))
     draw = sample_from_distribution(p, u_sample)
-    return Verdict(draw == token, draw)
+    return Verdict(mx.logical_and(ids.valid, draw == ids.clamped), draw)
 
 
 def verify_draft_token(
@@ -239,6 +254,11 @@ def verify_draft_token(
     Rule block has no per-position form and raises ValueError: its drafts are
     verified together by `verify_drafts_jointly`.
 
+    An id outside [0, V) in a `token` array is no draft (a placeholder): it is
+    rejected under every rule, and the emitted token is the target's own: the argmax
+    under greedy-argmax, the draw from p with `u_sample` under the others (under
+    stochastic too, not the residual: no token was drawn from q there).
+
     *Note*: greedy-argmax is lossless only for a greedy target, whose p is one-hot.
     Given a tempered p it is the biased argmax-against-argmax rule; `acceptance_rule`
     never chooses it then, and callers that pick a rule by hand must not either.
@@ -247,7 +267,7 @@ def verify_draft_token(
         rule: the acceptance rule.
         p: target distribution, `[V]` float32 (or `[k, V]`).
         q: the draft's law, same shape; required by stochastic, else may be None.
-        token: the draft token id (or `[k]`).
+        token: the draft token id (or `[k]` ids of any integer dtype).
         u_accept, u_sample: uniforms in [0, 1) (or `[k]`).
 
     >>> import mlx.core as mx
@@ -267,10 +287,10 @@ def verify_draft_token(
     else:
         p, q = _pair(p, q)
     batch = tuple(p.shape[:-1])
-    t = validation.token_id("token", token, vocab_size=p.shape[-1], batch_shape=batch)
+    ids = validation.draft_ids("token", token, vocab_size=p.shape[-1], batch_shape=batch)
     ua = validation.uniform("u_accept", u_accept, batch_shape=batch)
     us = validation.uniform("u_sample", u_sample, batch_shape=batch)
-    return _verify(rule, p, q, t, ua, us)
+    return _verify(rule, p, q, ids, ua, us)
 
 
 class BlockVerdict(NamedTuple):
@@ -300,11 +320,16 @@ def verify_block(
     which keeps the longest prefix passing a joint test instead, raises ValueError
     here and is `verify_drafts_jointly`.
 
+    An id outside [0, V) (a placeholder such as -1) is no draft: the round ends there,
+    and the verdict is that of the round truncated before it (the first i drafts when
+    draft i is the first placeholder), so num_accepted <= i and, when it is i, the next
+    token is the target's own draw from row i with ``uniforms[i, 1]``.
+
     Args:
         rule: the acceptance rule.
         target_probs: `[k+1, V]` float32.
         draft_probs: `[k, V]` float32, the law of each draft; None unless stochastic.
-        draft_tokens: `[k]` integer ids.
+        draft_tokens: `[k]` ids of any integer dtype.
         uniforms: `[k+1, 2]` float, values in [0, 1).
 
     >>> import mlx.core as mx
@@ -326,16 +351,16 @@ def verify_block(
     # row by row, with a third of the kernels (they dominate a small model's round).
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
-        accepted = candidates[:k] == tokens
+        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)
     elif rule is AcceptanceRule.STOCHASTIC:
         assert draft_probs is not None
-        accepted = accept_draft_token(target_probs[:k], draft_probs, tokens, u[:k, 0])
-        rows = mx.concatenate([residual_distribution(target_probs[:k], draft_probs),
+        accepted = _accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])
+        rows = mx.concatenate([_replacement_rows(target_probs[:k], draft_probs, tokens),
                                target_probs[k:]])
         candidates = sample_from_distribution(rows, u[:, 1])
     else:
         candidates = sample_from_distribution(target_probs, u[:, 1])
-        accepted = candidates[:k] == tokens
+        accepted = mx.logical_and(tokens.valid, candidates[:k] == tokens.clamped)
     num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
     # Row num_accepted holds the replacement at the first rejection, or the bonus token;
     # an accepted row's candidate is never read.

@@ -70,10 +70,16 @@ def verify_drafts_jointly(
     ``max(w_τ p_{τ+1} - q_{τ+1}, 0)`` normalised (p_{τ+1} if it has no mass).
     ``uniforms[k, 0]`` is never read, as under `verify_block`.
 
+    An id outside [0, V) (a placeholder such as -1) is no draft: with X_{m+1} the first
+    one, the verdict and the law are those of the round truncated to X_1..X_m (the law
+    padded with zeros): h_m = w_m, h_i = 0 for i > m, and when τ = m the next token is
+    drawn from p_{m+1}, the target's own row. The rows and draws past the placeholder
+    are ignored.
+
     Args:
         target_probs: `[k+1, V]` float32; row i conditioned on the prefix and X_1..X_i.
         draft_probs: `[k, V]` float32; row i is the law X_{i+1} was drawn from.
-        draft_tokens: `[k]` integer ids, k >= 1.
+        draft_tokens: `[k]` ids of any integer dtype, k >= 1.
         uniforms: `[k+1, 2]` float, values in [0, 1).
 
     >>> import mlx.core as mx
@@ -93,9 +99,14 @@ def verify_drafts_jointly(
     assert checked_draft_probs is not None  # never None when it may not be
     draft_probs = checked_draft_probs
 
-    drafted = tokens[:, None]
-    p_drafted = mx.take_along_axis(target_probs[:k], drafted, axis=-1)[:, 0]
-    q_drafted = mx.take_along_axis(draft_probs, drafted, axis=-1)[:, 0]
+    # The drafts before the first placeholder; the round is verified as if it ended there.
+    real = mx.cumprod(tokens.valid.astype(mx.int32)) > 0
+    num_real = real.astype(mx.int32).sum()  # m
+    drafted = tokens.clamped[:, None]
+    # A placeholder's ratio is read as 1 (log ratio 0): it then changes no weight and no
+    # sum, so w_0 .. w_m are the truncated round's, bit for bit.
+    p_drafted = mx.where(real, mx.take_along_axis(target_probs[:k], drafted, axis=-1)[:, 0], 1.0)
+    q_drafted = mx.where(real, mx.take_along_axis(draft_probs, drafted, axis=-1)[:, 0], 1.0)
     weights = _prefix_weights(p_drafted, q_drafted)  # w_0 .. w_k
 
     # Row i < k of `excess` is the unnormalised residual after keeping i drafts.
@@ -107,10 +118,13 @@ def verify_drafts_jointly(
     # reads, since a later position then keeps the prefix with probability 1.
     inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)
     keep_probability = mx.concatenate([inner, weights[k:]])  # h_1 .. h_k; h_k = w_k
+    lengths = mx.arange(1, k + 1, dtype=mx.int32)
+    # The truncated round's last test is h_m = w_m; nothing past it is kept.
+    keep_probability = mx.where(lengths < num_real, keep_probability,
+                                mx.where(lengths == num_real, weights[1:], 0.0))
     # logical_and, not &: under mx.vmap, & with one unbatched operand drops the batch axis
     # (MLX 0.32), and the keep probabilities are unbatched when only the uniforms are mapped.
     keeps = mx.logical_and(keep_probability > 0, u[:k, 0] <= keep_probability)
-    lengths = mx.arange(1, k + 1, dtype=mx.int32)
     num_accepted = mx.where(keeps, lengths, 0).max(axis=-1).astype(mx.int32)
 
     rows = mx.concatenate([
@@ -119,6 +133,8 @@ def verify_drafts_jointly(
                  target_probs[:k]),
         target_probs[k:],
     ])
+    # After all m real drafts the next token is the bonus of the truncated round: p_{m+1}.
+    rows = mx.where((mx.arange(k + 1) == num_real)[:, None], target_probs, rows)
     candidates = sample_from_distribution(rows, u[:, 1])
     next_token = candidates[num_accepted]
 

@@ -105,11 +105,15 @@ class SamplerConfig:
             "temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
             "presence_penalty", "dry_multiplier", "dry_base", "xtc_probability", "xtc_threshold",
         ):
-            validation.real(name, getattr(self, name))
+            # Stored as float: an int such as 2**63 would reach MLX as an int64 scalar.
+            object.__setattr__(self, name, validation.real(name, getattr(self, name)))
         for name in (
             "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
         ):
-            validation.integer(name, getattr(self, name))
+            check(
+                name, validation.integer(name, getattr(self, name)) <= MAX_TOKEN_ID,
+                "be <= 2**31 - 1 (MLX indexes and slices with int32)",
+            )
         temperature = self.temperature
         check(
             "temperature",
@@ -134,8 +138,11 @@ class SamplerConfig:
             )
         check("repetition_context_size", self.repetition_context_size >= 1, "be >= 1")
         check(
-            "dry_multiplier", 0.0 <= self.dry_multiplier <= FLOAT32_MAX,
-            f"lie in [0, {FLOAT32_MAX!r}] (0 is off; float32's finite range)",
+            "dry_multiplier",
+            self.dry_multiplier == 0.0
+            or SMALLEST_TEMPERATURE <= self.dry_multiplier <= FLOAT32_MAX,
+            f"be 0 (off) or lie in [{SMALLEST_TEMPERATURE!r}, {FLOAT32_MAX!r}] (float32's "
+            "normal range: a smaller one rounds to 0 and multiplies an overflowed power to NaN)",
         )
         check(
             "dry_base", 1.0 <= self.dry_base <= FLOAT32_MAX,
@@ -216,7 +223,9 @@ def _apply_repetition_penalties(
 ) -> mx.array:
     vocab_size = logits.shape[-1]
     recent = history[-config.repetition_context_size :]
-    counts = mx.zeros((vocab_size,), dtype=mx.float32).at[recent].add(1.0)
+    # An id outside the vocabulary (NO_TOKEN, from token_history) adds 0, at id 0.
+    is_token = (recent >= 0).astype(mx.float32)
+    counts = mx.zeros((vocab_size,), dtype=mx.float32).at[mx.maximum(recent, 0)].add(is_token)
     seen = counts > 0
     if config.repetition_penalty != 1.0:
         # CTRL's penalty: shrink positive logits, grow negative ones, towards less likely.
@@ -352,7 +361,8 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     if n < 2:
         return mx.zeros((vocab_size,), dtype=mx.float32)
     breakers = mx.array(list(config.dry_sequence_breakers) or [-1], dtype=mx.int32)
-    is_breaker = (window[:, None] == breakers[None, :]).any(axis=1)
+    # NO_TOKEN (an id outside the vocabulary, from token_history) breaks every match.
+    is_breaker = mx.logical_or((window[:, None] == breakers[None, :]).any(axis=1), window < 0)
     reversed_window = window[::-1]
     # The matched suffix stops at the last breaker: it may span only the ids after it.
     breaker_free = mx.where(
@@ -368,7 +378,8 @@ def _dry_penalty(history: mx.array, config: SamplerConfig, vocab_size: int) -> m
     # Candidate i (1 <= i < n) reads Z at n - i.
     match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)
     match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)
-    candidate_tokens = window[1:]
+    # A NO_TOKEN candidate is a breaker, of length 0: gathered at id 0, it changes nothing.
+    candidate_tokens = mx.maximum(window[1:], 0)
     longest = mx.zeros((vocab_size,), dtype=mx.float32).at[candidate_tokens].maximum(match_length)
     return _dry_penalty_of_match_length(longest, config)
 
@@ -522,7 +533,9 @@ def sample_from_distribution(probs: mx.array, u: Scalar) -> mx.array:
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)
     target = u[..., None] * partial_sums[..., -1:]
-    eligible = (partial_sums > target) & positive
+    # logical_and, not &: under mx.vmap (MLX 0.32) & with an unbatched operand drops the
+    # batch axis, and a vmap over the uniforms alone returned the first row's id for all.
+    eligible = mx.logical_and(partial_sums > target, positive)
     first_eligible = mx.argmax(eligible, axis=-1)
     last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)
     chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)

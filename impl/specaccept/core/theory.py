@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -73,6 +74,12 @@ def acceptance_probability(rule: AcceptanceRule, p: mx.array, q: mx.array) -> mx
     return forms.sum_prod
 
 
+MAX_SPEEDUP_DRAFTS = 2**53
+"""The largest k `expected_speedup` takes: every smaller int is exact in float64."""
+SUMMED_DRAFTS = 4096
+"""Up to this k, `expected_speedup` sums the series; beyond it, it uses the closed form."""
+
+
 def _probability(name: str, value: object) -> float:
     number = validation.real(name, value)
     if not 0.0 <= number <= 1.0:
@@ -127,7 +134,21 @@ def expected_speedup(
     verify_cost = validation.real("verify_cost", verify_cost)
     if verify_cost <= 0:
         raise ValueError(f"verify_cost must be > 0, got {verify_cost!r}")
-    tokens = expected_tokens_per_round([a] * k)
-    return tokens / (k * c + verify_cost)
+    if k > MAX_SPEEDUP_DRAFTS:
+        raise ValueError(f"k must be <= 2**53 = {MAX_SPEEDUP_DRAFTS}, got {k}")
+    # The running sum of `expected_tokens_per_round` up to a few thousand drafts (its
+    # rounding, which the vectors pin); beyond, the closed form, in constant memory and time.
+    if k <= SUMMED_DRAFTS:
+        tokens = expected_tokens_per_round([a] * k)
+    else:
+        tokens = float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+    cost = k * c + verify_cost
+    speedup = tokens / cost
+    if not math.isfinite(speedup):
+        raise ValueError(
+            f"the speedup E / (k*c + verify_cost) = {tokens!r} / {cost!r} overflows "
+            f"float64: c = {c!r} and verify_cost = {verify_cost!r} are too small"
+        )
+    return speedup
 
 

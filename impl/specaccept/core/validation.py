@@ -104,14 +104,64 @@ def token_id(
     raise TypeError(f"{name} must be an int or an mlx.core.array, got {type(value).__name__}")
 
 
+class DraftIds(NamedTuple):
+    """Draft ids made safe to gather with: a clamped index and which ids are real drafts."""
+
+    clamped: mx.array
+    """int32: the id where it lies in [0, V), else 0, so no gather reads outside a row."""
+    valid: mx.array
+    """bool: ``0 <= id < V``; an id outside (a negative placeholder included) is no draft."""
+
+
+def in_vocabulary(ids: mx.array, vocab_size: int) -> mx.array:
+    """``0 <= id < vocab_size`` per entry (bool), compared before any narrowing to int32.
+
+    Narrowing first would wrap an int64 id 2**32 to 0 and a uint32 id 2**32 - 1 to -1;
+    int64 holds every id of every narrower dtype, and uint64 ids are never negative.
+    """
+    if ids.dtype == mx.uint64:
+        return ids < vocab_size
+    wide = ids.astype(mx.int64)
+    return mx.logical_and(wide >= 0, wide < vocab_size)
+
+
+def draft_ids(
+    name: str, value: object, *, vocab_size: int, batch_shape: tuple[int, ...]
+) -> DraftIds:
+    """Draft ids as `token_id` checks them, with an id outside [0, V) in an array made no draft.
+
+    A Python int outside [0, V) raises now; in an array (where a serving engine pads
+    with placeholders such as -1 or ids past the vocabulary) it is flagged invalid and
+    gathered through index 0, lazily, with no evaluation.
+    """
+    if isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.integer):
+        if tuple(value.shape) != batch_shape:
+            raise ValueError(f"{name} must have shape {batch_shape}, got {tuple(value.shape)}")
+        valid = in_vocabulary(value, vocab_size)
+        return DraftIds(mx.where(valid, value, 0).astype(mx.int32), valid)
+    ids = token_id(name, value, vocab_size=vocab_size, batch_shape=batch_shape)
+    return DraftIds(ids, mx.ones(ids.shape, dtype=mx.bool_))
+
+
+NO_TOKEN = -1
+"""What `token_history` makes of an array id outside [0, V): no penalty counts it."""
+
+
 def token_history(name: str, value: object, *, vocab_size: int) -> mx.array:
-    """A 1-d int32 array of token ids; Python ids are range-checked now."""
+    """A 1-d int32 array of token ids; Python ids are range-checked now.
+
+    In an array, an id outside [0, V) (padding, say) is no token and becomes `NO_TOKEN`,
+    lazily: the penalties count no such id, and DRY reads it as a sequence breaker.
+    """
     if isinstance(value, mx.array):
         if value.ndim != 1:
             raise ValueError(f"{name} must be 1-d, got shape {tuple(value.shape)}")
-        if value.size and not mx.issubdtype(value.dtype, mx.integer):
+        if not value.size:
+            return value.astype(mx.int32)
+        if not mx.issubdtype(value.dtype, mx.integer):
             raise TypeError(f"{name} must be an integer array, got {value.dtype}")
-        return value.astype(mx.int32)
+        valid = in_vocabulary(value, vocab_size)
+        return mx.where(valid, mx.where(valid, value, 0).astype(mx.int32), NO_TOKEN)
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a sequence of token ids, got {type(value).__name__}")
     pieces: list[mx.array] = []
@@ -144,7 +194,7 @@ class RoundArguments(NamedTuple):
 
     target_probs: mx.array
     draft_probs: mx.array | None
-    draft_tokens: mx.array
+    draft_tokens: DraftIds
     uniforms: mx.array
     num_drafts: int
     vocab_size: int
@@ -165,7 +215,8 @@ def round_arguments(
     `uniforms` `[k+1, 2]` float, and `draft_probs` `[k, V]` float32. A None `draft_probs`
     is a TypeError where the verifier's signature does not allow it
     (`draft_probs_may_be_none` False), and a ValueError where `draft_probs_required` names
-    the rule that needs it. The returned `draft_tokens` are int32 and `uniforms` float32.
+    the rule that needs it. The returned `draft_tokens` are `DraftIds` (an id outside [0, V)
+    is no draft) and `uniforms` float32.
     """
     target_probs = require_probabilities("target_probs", target_probs, ndims=(2,))
     draft_tokens = require_array("draft_tokens", draft_tokens)
@@ -178,7 +229,7 @@ def round_arguments(
             f"target_probs must be [k+1, V] = [{k + 1}, V] for {k} drafts, "
             f"got {tuple(target_probs.shape)}"
         )
-    tokens = token_id("draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,))
+    tokens = draft_ids("draft_tokens", draft_tokens, vocab_size=vocab_size, batch_shape=(k,))
     uniforms = require_array("uniforms", uniforms)
     if tuple(uniforms.shape) != (k + 1, 2):
         raise ValueError(f"uniforms must be [k+1, 2] = [{k + 1}, 2], got {tuple(uniforms.shape)}")

@@ -34,6 +34,7 @@ from typing import NamedTuple, TypeVar, cast
 
 import mlx.core as mx
 
+from specaccept.core import validation
 from specaccept.core.acceptance import (
     AcceptanceRule,
     accept_draft_token,
@@ -165,24 +166,28 @@ def fused_verify_block(
     """`verify_block`'s (num_accepted, next_token) on validated arrays, drawing faster.
 
     The same steps as the reference, with `draw` (`draw_from_distribution` or
-    `draw_by_first_eligible`, equal on every input) for the draw.
+    `draw_by_first_eligible`, equal on every input) for the draw; an id outside [0, V) is
+    no draft there too (rejected, the target's own row drawn instead of the residual).
     """
     if rule.verifies_jointly:
         raise ValueError(f"rule {rule.value!r} is verify_drafts_jointly, not verify_block")
     k = draft_tokens.shape[0]
+    ids = validation.draft_ids("draft_tokens", draft_tokens, vocab_size=target_probs.shape[-1],
+                               batch_shape=(k,))
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)
-        accepted = candidates[:k] == draft_tokens
+        accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)
     elif rule is AcceptanceRule.STOCHASTIC:
         assert draft_probs is not None
         accepted = accept_draft_token(target_probs[:k], draft_probs, draft_tokens, uniforms[:k, 0])
-        rows = mx.concatenate(
-            [residual_distribution(target_probs[:k], draft_probs), target_probs[k:]]
-        )
+        replacement = mx.where(ids.valid[:, None],
+                               residual_distribution(target_probs[:k], draft_probs),
+                               target_probs[:k])
+        rows = mx.concatenate([replacement, target_probs[k:]])
         candidates = draw(rows, uniforms[:, 1])
     else:
         candidates = draw(target_probs, uniforms[:, 1])
-        accepted = candidates[:k] == draft_tokens
+        accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)
     num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
     return num_accepted, candidates[num_accepted]
 

@@ -16,7 +16,9 @@ import numpy as np
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampling import SamplerConfig
 
-__all__ = ["BUG_CLASSES", "BugClass", "Outcome", "bug_outcome", "correct_outcome"]
+__all__ = [
+    "BUG_CLASSES", "ROUND_LEVEL_BUGS", "BugClass", "Outcome", "bug_outcome", "correct_outcome",
+]
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,11 @@ BUG_CLASSES = (
     BugClass("penalties-blind-to-drafts", "compute row i's penalties without drafts[:i] in "
              "the history"),
     BugClass("draft-cache-over-trim", "trim the draft cache two entries too many (seed #994)"),
+    BugClass("position-keyed-uniforms", "key block verification's tests by absolute position, "
+             "so a round re-reads the tests the last one's kept length read"),
 )
+ROUND_LEVEL_BUGS = frozenset({"draft-cache-over-trim", "position-keyed-uniforms"})
+"""Bug classes of whole rounds (caches, keying), with no per-position outcome model."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The five conformance checks, each with its statistic, threshold, verdict and power.
+"""The six conformance checks, each with its statistic, threshold, verdict and power.
 
 `check_trace` runs them on a parsed `Trace`; ``spec/trace_format.md`` defines the
 trace and ``docs/conformance.md`` says why each check is built as it is.
@@ -6,6 +6,7 @@ trace and ``docs/conformance.md`` says why each check is built as it is.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from specaccept.core.joint import verify_drafts_jointly
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.shell.conformance.bugs import (
     BUG_CLASSES,
+    ROUND_LEVEL_BUGS,
     Outcome,
     bug_outcome,
     correct_outcome,
@@ -391,6 +393,128 @@ def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
     )
 
 
+# --- 2. fresh randomness ----------------------------------------------------------------
+
+
+UNIFORM_SPACING = 2.0**-24
+"""The spec's uniforms are multiples of 2**-24: two fresh ones coincide with that probability."""
+
+
+def _read_uniforms(round_: Round) -> list[float]:
+    """The recorded uniforms the claimed rule reads: what the round's outcome depends on.
+
+    Block verification reads the test of every draft (its kept length is the longest
+    passing prefix) and one draw; stochastic the tests up to the first rejection and one
+    draw; sampler-match the target's draw at every compared position; greedy none.
+    """
+    u, rule = round_.uniforms, _rule(round_)
+    if u is None or rule is None:
+        return []
+    kept, k = round_.num_accepted, round_.k
+    if rule is AcceptanceRule.BLOCK:
+        cells = [(i, 0) for i in range(k)] + [(kept, 1)]
+    elif rule is AcceptanceRule.STOCHASTIC:
+        cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]
+    elif rule in (AcceptanceRule.SAMPLER_MATCH,
+                  AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION):
+        cells = [(i, 1) for i in range(min(kept + 1, k + 1))]
+    else:
+        cells = []
+    return [float(u[i, j]) for i, j in cells if i < u.shape[0]]
+
+
+def _spacing(values: Sequence[float]) -> float:
+    """The spacing of the coarsest grid every recorded uniform lies on, at least 2**-24.
+
+    Values that all lie on a coarser grid (fewer binary digits, or decimals written
+    short) coincide more often, and the bound uses that grid instead. The reader holds
+    uniforms as float32, so a decimal is counted in float32's shortest form.
+    """
+    from fractions import Fraction
+
+    if not values:
+        return UNIFORM_SPACING
+    binary = max(Fraction(v).denominator.bit_length() - 1 for v in values)
+    decimals = max(len(np.format_float_positional(np.float32(v), unique=True, trim="-")
+                       .partition(".")[2]) for v in values)
+    # Every value lies on both grids; the coarser one is the resolution they show.
+    return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
+
+
+def _coincidence_threshold(mean_bound: float, alpha: float) -> int:
+    """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
+
+    A block trace of 1,000 rounds of k = 4 reads 5,000 uniforms, 40 rounds 200:
+
+    >>> [_coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
+    [7, 2]
+    """
+    c, tail = 1, mean_bound
+    while tail > alpha:
+        c += 1
+        tail *= mean_bound / c
+    return c
+
+
+def _position_keyed_rereads(rounds: Sequence[Round]) -> int:
+    """How many read tests a position-keyed block engine would re-read, given these rounds.
+
+    A round at n keeping tau of k drafts read tests keyed n .. n + k - 1; the next round
+    starts at n + tau + 1 and, keyed by position, reads keys n + tau + 1 .. n + k - 1 again
+    as its first k - tau - 1 tests, every one of which block verification reads.
+    """
+    total = 0
+    for this, after in itertools.pairwise(rounds):
+        if _rule(this) is AcceptanceRule.BLOCK and _rule(after) is AcceptanceRule.BLOCK:
+            total += max(0, min(this.k - this.num_accepted - 1, after.k))
+    return total
+
+
+def check_fresh(trace: Trace, alpha_level: float) -> CheckResult:
+    """No uniform a round read re-appears among the uniforms a later round read.
+
+    D counts the read uniforms equal to one read by an earlier round. Fresh uniforms
+    on a grid of spacing s: given everything before it, a read uniform hits one of the m
+    values earlier rounds read with probability at most m s, so with mu the sum of those
+    bounds, P(D >= c) <= E[C(D, c)] <= mu^c / c!; the check fails at the least c making
+    that bound <= alpha.
+    """
+    name = "fresh"
+    rounds = [r for r in trace.rounds if r.uniforms is not None]
+    if not rounds:
+        return CheckResult(name, "not run", "n/a", "no re-read uniforms",
+                           "the trace records no uniforms")
+    read = [_read_uniforms(r) for r in rounds]
+    spacing = _spacing([v for values in read for v in values])
+    earlier: dict[float, Round] = {}
+    rereads, mean_bound, first = 0, 0.0, ""
+    for round_, values in zip(rounds, read, strict=True):
+        for value in values:
+            mean_bound += len(earlier) * spacing
+            if value in earlier:
+                rereads += 1
+                first = first or (
+                    f"round {round_.index} (line {round_.line}) reads u = {value!r}, which "
+                    f"round {earlier[value].index} (line {earlier[value].line}) already read: "
+                    "a later round must read fresh uniforms (keyed by round, not by position)")
+        for value in values:
+            earlier.setdefault(value, round_)
+    critical = _coincidence_threshold(mean_bound, alpha_level)
+    expected = _position_keyed_rereads(rounds)
+    power = Power("position-keyed-uniforms", float(expected >= critical) if any(
+        _rule(r) is AcceptanceRule.BLOCK for r in rounds) else None,
+        f"deterministic given the kept lengths: {expected} re-read tests, {critical} needed"
+        if any(_rule(r) is AcceptanceRule.BLOCK for r in rounds)
+        else "position keys are harmless to the token-by-token rules")
+    return CheckResult(
+        name, "fail" if rereads >= critical else "pass",
+        f"re-read uniforms D = {rereads} of {sum(map(len, read))} read "
+        f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
+        f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= {alpha_level:g})",
+        first if rereads >= critical else "", [power],
+    )
+
+
 # --- 2. support -------------------------------------------------------------------------
 
 
@@ -400,6 +524,14 @@ def _support_violation(position: _Position) -> str:
     if p[token] <= 0:
         return f"{where}: emitted token {token} has p = 0"
     rule = _rule(position.round)
+    if (position.tested and not position.accepted and rule is AcceptanceRule.STOCHASTIC
+            and position.q is not None and position.draft is not None):
+        # The test keeps draft t when p[t] > 0 and u * q[t] <= p[t], u < 1: certain once
+        # p[t] >= q[t], so rejecting such a draft is impossible, not unlikely.
+        t = position.draft
+        if p[t] > 0 and position.q[t] <= p[t]:
+            return (f"{where}: draft {t} was rejected though p = {p[t]:.6g} >= q = "
+                    f"{position.q[t]:.6g}: its acceptance probability is 1")
     if (position.tested and not position.accepted and rule in (AcceptanceRule.STOCHASTIC,
                                                                 AcceptanceRule.BLOCK)
             and position.q is not None):
@@ -416,7 +548,8 @@ def _support_violation(position: _Position) -> str:
 
 
 def check_support(positions: Sequence[_Position], powers: list[Power]) -> CheckResult:
-    """No emitted token with p = 0, no stochastic replacement with p <= q; zero tolerance."""
+    """No emitted token with p = 0, no stochastic replacement with p <= q, no stochastic
+    rejection of a draft with p >= q (accepted with probability 1); zero tolerance."""
     violations = [v for v in map(_support_violation, positions) if v]
     return CheckResult(
         "support", "fail" if violations else "pass",
@@ -798,7 +931,7 @@ def _bug_models(
     outcomes: dict[str, list[Any]] = {}
     bonus: dict[str, list[Any]] = {}
     for bug in BUG_CLASSES:
-        if bug.id == "draft-cache-over-trim":
+        if bug.id in ROUND_LEVEL_BUGS:
             continue
         outcomes[bug.id], bonus[bug.id] = [], []
         for pos in positions:
@@ -829,7 +962,7 @@ def check_trace(
     trace: Trace, *, alpha: float = DEFAULT_ALPHA,
     progress: Callable[[str], None] | None = None,
 ) -> ConformanceReport:
-    """Run the five checks on a parsed trace.
+    """Run the six checks on a parsed trace.
 
     Args:
         trace: from `read_trace`.
@@ -843,6 +976,7 @@ def check_trace(
     checks: list[CheckResult] = []
     runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
         ("replay", lambda: check_replay(trace, _replay_power(positions, outcomes, bonus))),
+        ("fresh", lambda: check_fresh(trace, alpha)),
         ("support", lambda: check_support(positions, _support_power(positions, outcomes, bonus))),
         ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
         ("law", lambda: check_law(positions, alpha, outcomes, bonus)),

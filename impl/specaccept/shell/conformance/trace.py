@@ -11,20 +11,24 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
-import io
 import json
+import math
+import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import mlx.core as mx
 import numpy as np
 
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.sampling import SamplerConfig, effective_token_distribution
+from specaccept.core.sampling import MAX_TOKEN_ID, SamplerConfig, effective_token_distribution
 
 __all__ = [
+    "MAX_BLOCK_ENTRIES",
+    "MAX_VOCAB_SIZE",
     "PROBABILITY_SUM_TOLERANCE",
     "TRACE_FORMAT",
     "TRACE_VERSION",
@@ -43,6 +47,11 @@ TRACE_FORMAT = "specaccept-trace"
 TRACE_VERSION = 1
 PROBABILITY_SUM_TOLERANCE = 1e-3
 """A probability row is accepted when its float64 sum lies within this of 1."""
+MAX_VOCAB_SIZE = MAX_TOKEN_ID + 1
+"""The largest `vocab_size`: token ids are int32."""
+MAX_BLOCK_ENTRIES = 2**27
+"""The most entries (rows x vocab_size) one row block may decode to: 512 MiB of float32,
+checked before anything is allocated, so that a sparse or base64 block cannot ask for more."""
 
 _ROW_KEYS = ("probs", "logits", "probs_b64", "logits_b64", "sparse_probs")
 _DTYPES = ("float32", "float16", "bfloat16")
@@ -51,6 +60,10 @@ _ROUND_KEYS = frozenset({
     "uniforms", "cache", "stopped",
 })
 _CACHE_KEYS = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
+_SAMPLER_INTEGERS = frozenset({
+    "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
+})
+_TOKEN_KEY = re.compile(r"[0-9]{1,10}")
 
 
 class TraceError(ValueError):
@@ -137,23 +150,87 @@ def sampler_from_json(value: object, line: int, name: str) -> SamplerConfig:
     unknown = sorted(set(value) - known)
     if unknown:
         raise TraceError(line, f"{name}.{unknown[0]}", f"is not a SamplerConfig field ({known})")
-    arguments = dict(value)
-    if "dry_sequence_breakers" in arguments:
-        arguments["dry_sequence_breakers"] = tuple(arguments["dry_sequence_breakers"])
-    if "logit_bias" in arguments:
-        bias = arguments["logit_bias"]
-        if not isinstance(bias, dict):
-            raise TraceError(line, f"{name}.logit_bias", f"must be an object, got {bias!r}")
-        try:
-            arguments["logit_bias"] = {int(k): v for k, v in bias.items()}
-        except ValueError as error:
-            raise TraceError(
-                line, f"{name}.logit_bias", f"keys must be token ids: {error}"
-            ) from None
+    arguments: dict[str, Any] = {}
+    for key, field_value in value.items():
+        where = f"{name}.{key}"
+        if key == "dry_sequence_breakers":
+            if not isinstance(field_value, list):
+                raise TraceError(line, where, f"must be a list of token ids, got "
+                                 f"{_brief(field_value)}")
+            for i, token in enumerate(field_value):
+                if not _is_int(token) or not 0 <= token <= MAX_TOKEN_ID:
+                    raise TraceError(line, f"{where}[{i}]", f"must be a token id in "
+                                     f"[0, 2**31 - 1], got {_brief(token)}")
+            arguments[key] = tuple(field_value)
+        elif key == "logit_bias":
+            if not isinstance(field_value, dict):
+                raise TraceError(line, where, f"must be an object, got {_brief(field_value)}")
+            bias = {}
+            for token, bias_value in field_value.items():
+                if not _TOKEN_KEY.fullmatch(token):
+                    raise TraceError(line, where, f"keys must be token ids written in decimal "
+                                     f"digits, got {_brief(token)}")
+                if not _is_real(bias_value):
+                    raise TraceError(line, f"{where}.{token}", f"must be a finite number, got "
+                                     f"{_brief(bias_value)}")
+                bias[int(token)] = bias_value
+            arguments[key] = bias
+        elif key in _SAMPLER_INTEGERS:
+            if not _is_int(field_value):
+                raise TraceError(line, where, f"must be an integer, got {_brief(field_value)}")
+            arguments[key] = field_value
+        else:
+            if not _is_real(field_value):
+                raise TraceError(line, where, f"must be a finite number, got "
+                                 f"{_brief(field_value)}")
+            arguments[key] = field_value
     try:
         return SamplerConfig(**arguments)
     except (TypeError, ValueError) as error:
         raise TraceError(line, name, str(error)) from None
+
+
+def _brief(value: object) -> str:
+    """`value` for an error message, cut to a readable length."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else (
+        f"an integer of {len(str(abs(value)))} digits")
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    """A JSON number that is a finite float64 (an int beyond float64's range is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _reals(values: object, line: int, name: str, length: int | None = None) -> np.ndarray:
+    """A flat list of finite JSON numbers as float64; every other value is an error."""
+    if not isinstance(values, list):
+        raise TraceError(line, name, f"must be a list of numbers, got {_brief(values)}")
+    if length is not None and len(values) != length:
+        raise TraceError(line, name, f"must hold {length} numbers, got {len(values)}")
+    # One pass over the types in C: strings, bools, nulls and nested lists are refused here,
+    # where numpy would convert a string or a bool without a word.
+    if not set(map(type, values)) <= {float, int}:
+        i = next(i for i, v in enumerate(values) if type(v) not in (float, int))
+        raise TraceError(line, f"{name}[{i}]", f"must be a number, got {_brief(values[i])}")
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        array = np.array([float(v) if _is_real(v) else math.inf for v in values])
+    if not np.isfinite(array).all():
+        i = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise TraceError(line, f"{name}[{i}]", f"must be a finite number, got "
+                         f"{_brief(values[i])}")
+    return array
 
 
 def encode_rows(
@@ -236,16 +313,17 @@ def _dense(value: object, vocab: int, line: int, name: str) -> np.ndarray:
                 line, f"{name}[{i}]",
                 f"has {len(row)} entries, but vocab_size is {vocab}: vocabulary mismatch",
             )
-    try:
-        return np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise TraceError(line, name, "must hold numbers only") from None
+    out = np.empty((len(value), vocab), dtype=np.float32)
+    for i, row in enumerate(value):
+        with np.errstate(over="ignore"):
+            out[i] = _reals(row, line, f"{name}[{i}]")
+    return out
 
 
 def _sparse(value: object, vocab: int, line: int, name: str) -> np.ndarray:
     if not isinstance(value, list) or not value:
         raise TraceError(line, name, "must be a non-empty list of {ids, values} objects")
-    out = np.zeros((len(value), vocab), dtype=np.float32)
+    rows: list[tuple[list[int], np.ndarray]] = []
     for i, row in enumerate(value):
         where = f"{name}[{i}]"
         if not isinstance(row, dict) or set(row) != {"ids", "values"}:
@@ -253,38 +331,60 @@ def _sparse(value: object, vocab: int, line: int, name: str) -> np.ndarray:
         ids, values = row["ids"], row["values"]
         if not isinstance(ids, list) or not isinstance(values, list) or len(ids) != len(values):
             raise TraceError(line, where, "ids and values must be lists of the same length")
-        for token in ids:
-            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
-                raise TraceError(line, f"{where}.ids", f"token id {token!r} outside [0, {vocab})")
+        for j, token in enumerate(ids):
+            if not _is_int(token) or not 0 <= token < vocab:
+                raise TraceError(line, f"{where}.ids[{j}]",
+                                 f"must be a token id in [0, {vocab}), got {_brief(token)}")
         if len(set(ids)) != len(ids):
             raise TraceError(line, f"{where}.ids", "repeats a token id")
-        try:
-            out[i, ids] = np.asarray(values, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise TraceError(line, f"{where}.values", "must hold numbers only") from None
+        rows.append((ids, _reals(values, line, f"{where}.values")))
+    out = np.zeros((len(value), vocab), dtype=np.float32)
+    for i, (ids, values) in enumerate(rows):
+        with np.errstate(over="ignore"):
+            out[i, ids] = values
     return out
 
 
-def _row_block(value: object, vocab: int, line: int, name: str) -> tuple[str, np.ndarray]:
-    """Decode a row block: ("probs" or "logits", `[m, V]` float32)."""
+def _row_block(
+    value: object, vocab: int, line: int, name: str, rows_allowed: tuple[int, int] | None = None,
+    why: str = "",
+) -> tuple[str, np.ndarray]:
+    """Decode a row block: ("probs" or "logits", `[m, V]` float32).
+
+    `rows_allowed` (low, high) bounds m, checked before the rows are decoded or allocated;
+    `why` says where the bound comes from.
+    """
     if not isinstance(value, dict):
         raise TraceError(line, name, f"must be an object with one of {_ROW_KEYS}")
     present = [key for key in _ROW_KEYS if key in value]
     if len(present) != 1:
-        raise TraceError(line, name, f"must hold exactly one of {_ROW_KEYS}, got {sorted(value)}")
+        raise TraceError(line, name, f"must hold exactly one of {_ROW_KEYS}, got "
+                         f"{sorted(value)[:8]}")
     key = present[0]
+    allowed = {key, "rows", "dtype"} if key.endswith("_b64") else {key}
+    extra = sorted(set(value) - allowed)
+    if extra:
+        raise TraceError(line, f"{name}.{extra[0]}", f"is not a field of a {key} block")
     where = f"{name}.{key}"
+    count = value.get("rows") if key.endswith("_b64") else value[key]
+    count = len(count) if isinstance(count, list) else count
+    if _is_int(count) and rows_allowed is not None:
+        low, high = rows_allowed
+        if not low <= count <= high:
+            raise TraceError(line, name, f"has {count} rows; {why} needs {low} to {high}")
+    if _is_int(count) and count * vocab > MAX_BLOCK_ENTRIES:
+        raise TraceError(line, name, f"has {count} rows of vocab_size {vocab} = {count * vocab} "
+                         f"entries, more than this reader's bound {MAX_BLOCK_ENTRIES}")
     if key in ("probs", "logits"):
         rows = _dense(value[key], vocab, line, where)
     elif key == "sparse_probs":
         rows = _sparse(value[key], vocab, line, where)
     else:
         dtype = value.get("dtype", "float32")
-        if dtype not in _DTYPES:
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
             raise TraceError(line, f"{name}.dtype", f"must be one of {_DTYPES}, got {dtype!r}")
-        count = value.get("rows")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise TraceError(line, f"{name}.rows", f"must be an int >= 1, got {count!r}")
+        if not _is_int(count) or count < 1:
+            raise TraceError(line, f"{name}.rows", f"must be an int >= 1, got {_brief(count)}")
         if key == "probs_b64" and dtype != "float32":
             raise TraceError(
                 line, f"{name}.dtype", f"probabilities must be float32, got {dtype}: a "
@@ -320,20 +420,22 @@ def _check_probabilities(rows: np.ndarray, line: int, name: str) -> None:
         )
 
 
-def _int(record: Mapping[str, Any], key: str, line: int, *, low: int = 0) -> int:
+def _int(
+    record: Mapping[str, Any], key: str, line: int, *, low: int = 0, high: int = MAX_TOKEN_ID
+) -> int:
     value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise TraceError(line, key, f"must be an int >= {low}, got {value!r}")
+    if not _is_int(value) or not low <= value <= high:
+        raise TraceError(line, key, f"must be an int in [{low}, {high}], got {_brief(value)}")
     return value
 
 
 def _tokens(record: Mapping[str, Any], key: str, line: int, vocab: int) -> list[int]:
     value = record.get(key)
     if not isinstance(value, list):
-        raise TraceError(line, key, f"must be a list of token ids, got {value!r}")
+        raise TraceError(line, key, f"must be a list of token ids, got {_brief(value)}")
     for i, token in enumerate(value):
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TraceError(line, f"{key}[{i}]", f"must be an int token id, got {token!r}")
+        if not _is_int(token):
+            raise TraceError(line, f"{key}[{i}]", f"must be an int token id, got {_brief(token)}")
         if not 0 <= token < vocab:
             raise TraceError(line, f"{key}[{i}]", f"token id {token} outside [0, {vocab})")
     return list(value)
@@ -341,7 +443,7 @@ def _tokens(record: Mapping[str, Any], key: str, line: int, vocab: int) -> list[
 
 def _rule(value: object, line: int) -> AcceptanceRule | str:
     if not isinstance(value, str) or not value:
-        raise TraceError(line, "rule", f"must be a rule id string, got {value!r}")
+        raise TraceError(line, "rule", f"must be a rule id string, got {_brief(value)}")
     try:
         return AcceptanceRule(value)
     except ValueError:
@@ -355,14 +457,17 @@ class _Reader:
         line = 1
         if header.get("format") != TRACE_FORMAT:
             raise TraceError(
-                line, "format", f"must be {TRACE_FORMAT!r}, got {header.get('format')!r}"
+                line, "format", f"must be {TRACE_FORMAT!r}, got {_brief(header.get('format'))}"
             )
-        if header.get("version") != TRACE_VERSION:
+        version = header.get("version")
+        if not _is_int(version) or version != TRACE_VERSION:  # `true == 1` in Python
             raise TraceError(
                 line, "version",
-                f"must be {TRACE_VERSION} (this reader's), got {header.get('version')!r}",
+                f"must be {TRACE_VERSION} (the integer this reader reads), got {_brief(version)}",
             )
-        self.vocab = _int(header, "vocab_size", line, low=1)
+        self.vocab = _int(header, "vocab_size", line, low=1, high=MAX_VOCAB_SIZE)
+        if "engine" in header and not isinstance(header["engine"], str):
+            raise TraceError(line, "engine", f"must be a string, got {_brief(header['engine'])}")
         self.trace = Trace(header=header, vocab_size=self.vocab)
         if "prompt" in header:
             self.trace.prompt = _tokens(header, "prompt", line, self.vocab)
@@ -393,16 +498,29 @@ class _Reader:
                 "needs 'prompt'",
             )
         logits = mx.array(rows)
-        if not config.uses_history:
-            probs = effective_token_distribution(logits, config)
-        else:
-            probs = mx.stack([
-                effective_token_distribution(
-                    logits[i], config, mx.array([*self.history, *drafts[:i]], dtype=mx.int32)
-                )
-                for i in range(rows.shape[0])
-            ])
-        return np.array(probs, dtype=np.float32)
+        try:
+            if not config.uses_history:
+                probs = effective_token_distribution(logits, config)
+            else:
+                probs = mx.stack([
+                    effective_token_distribution(
+                        logits[i], config, mx.array([*self.history, *drafts[:i]], dtype=mx.int32)
+                    )
+                    for i in range(rows.shape[0])
+                ])
+        except (TypeError, ValueError) as error:
+            raise TraceError(line, name, f"its logits and '{name}_sampler' give no "
+                             f"distribution: {error}") from None
+        rebuilt = np.array(probs, dtype=np.float32)
+        try:
+            _check_probabilities(rebuilt, line, name)
+        except TraceError as error:
+            raise TraceError(
+                line, name, f"the law rebuilt from its logits with '{name}_sampler' is not a "
+                f"distribution ({str(error).split(': ', 1)[1]}): the logits or the sampler "
+                "lie outside the float32 envelope of spec/sampler_config.md",
+            ) from None
+        return rebuilt
 
     def round(self, record: object, line: int) -> Round:
         if not isinstance(record, dict):
@@ -458,40 +576,34 @@ class _Reader:
             )
         if "target" not in record:
             raise TraceError(line, "target", "is missing: every round needs the target's rows")
-        kind, rows = _row_block(record["target"], self.vocab, line, "target")
-        if not len(emitted) <= rows.shape[0] <= k + 1:
-            raise TraceError(
-                line, "target",
-                f"has {rows.shape[0]} rows; a round with {k} drafts emitting {len(emitted)} "
-                f"tokens needs {len(emitted)} to {k + 1}",
-            )
+        kind, rows = _row_block(
+            record["target"], self.vocab, line, "target", (len(emitted), k + 1),
+            f"a round with {k} drafts emitting {len(emitted)} tokens",
+        )
         target_logits = rows if kind == "logits" else None
         target = self._probabilities(kind, rows, self.trace.target_sampler, drafts, line, "target")
         draft = None
         if record.get("draft") is not None:
-            draft_kind, draft_rows = _row_block(record["draft"], self.vocab, line, "draft")
             needed = min(len(emitted), k)
-            if not needed <= draft_rows.shape[0] <= k:
-                raise TraceError(
-                    line, "draft",
-                    f"has {draft_rows.shape[0]} rows; {k} drafts with {len(emitted)} tokens "
-                    f"emitted need {needed} to {k}",
-                )
+            draft_kind, draft_rows = _row_block(
+                record["draft"], self.vocab, line, "draft", (needed, k),
+                f"{k} drafts with {len(emitted)} tokens emitted",
+            )
             draft = self._probabilities(
                 draft_kind, draft_rows, self.trace.draft_sampler, drafts, line, "draft"
             )
         uniforms = None
         if record.get("uniforms") is not None:
-            try:
-                uniforms = np.asarray(record["uniforms"], dtype=np.float32)
-            except (TypeError, ValueError):
-                raise TraceError(line, "uniforms", "must be [k+1, 2] numbers") from None
-            if uniforms.shape != (k + 1, 2):
-                raise TraceError(
-                    line, "uniforms", f"must be [k+1, 2] = [{k + 1}, 2], got {list(uniforms.shape)}"
-                )
+            value = record["uniforms"]
+            if not isinstance(value, list) or len(value) != k + 1:
+                raise TraceError(line, "uniforms", f"must be [k+1, 2] = [{k + 1}, 2] numbers, "
+                                 f"got {_brief(value)}")
+            pairs = [_reals(pair, line, f"uniforms[{i}]", 2) for i, pair in enumerate(value)]
+            wide = np.array(pairs, dtype=np.float64).reshape(k + 1, 2)
+            uniforms = wide.astype(np.float32)
+            # In float32 as verify_block reads them: 0.99999999 rounds to 1.
             if not ((uniforms >= 0) & (uniforms < 1)).all():
-                raise TraceError(line, "uniforms", "must lie in [0, 1)")
+                raise TraceError(line, "uniforms", "must lie in [0, 1) (as float32)")
         cache = None
         if record.get("cache") is not None:
             cache = self._cache(record["cache"], line)
@@ -517,23 +629,47 @@ class _Reader:
             raise TraceError(line, "cache.draft_fed", "comes with draft_before, and only with it")
         out = {}
         for key, offset in value.items():
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise TraceError(line, f"cache.{key}", f"must be an int >= 0, got {offset!r}")
+            if not _is_int(offset) or offset < 0:
+                raise TraceError(line, f"cache.{key}", f"must be an int >= 0, got "
+                                 f"{_brief(offset)}")
             out[key] = offset
         return out
 
 
-def _lines(path: str | Path) -> Iterator[tuple[int, str, bool]]:
-    """(line number, text, complete) for each line; a gzip stream cut short ends the file."""
+def _lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, complete) for each line; a gzip stream cut short ends the file.
+
+    Lines are split on bytes and decoded one by one by the reader, so that a byte that is
+    not UTF-8 is blamed on its own line, not on the buffer that held it.
+    """
     opened: Any = gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")  # noqa: SIM115
-    with opened, io.TextIOWrapper(opened, encoding="utf-8", newline="\n") as text:
+    with opened:
         number = 0
         try:
-            for raw in text:
+            for raw in opened:
                 number += 1
-                yield number, raw, raw.endswith("\n")
-        except (EOFError, gzip.BadGzipFile, UnicodeDecodeError):
-            yield number + 1, "", False
+                yield number, raw, raw.endswith(b"\n")
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            if number == 0:
+                raise TraceError(1, "record", f"is not a gzip stream, though the file name "
+                                 f"ends in .gz ({error})") from None
+            yield number + 1, b"", False
+
+
+def _parse(text: str) -> object:
+    """One line's JSON value; raises ValueError with a one-line reason.
+
+    NaN and Infinity, which Python writes and reads, parse here, to be refused by the field
+    that holds them (every number must be finite).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{error.msg} at column {error.colno}") from None
+    except RecursionError:
+        raise ValueError("nests arrays or objects deeper than the parser's limit") from None
+    except ValueError as error:  # an integer beyond Python's digit limit
+        raise ValueError(str(error).split("; ")[0]) from None
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -548,27 +684,33 @@ def read_trace(path: str | Path) -> Trace:
         OSError: the file cannot be read.
     """
     lines = list(_lines(path))
-    while lines and lines[-1][1].strip() == "" and lines[-1][2]:
+    while lines and lines[-1][1].strip() == b"" and lines[-1][2]:
         lines.pop()
     if not lines:
         raise TraceError(1, "header", "the trace is empty")
     reader: _Reader | None = None
-    for number, text, complete in lines:
+    for number, raw, complete in lines:
         last = number == lines[-1][0]
+        cut = last and not complete and reader is not None and bool(reader.trace.rounds)
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as error:
-            if last and reader is not None and reader.trace.rounds and (
-                not complete or not text.strip()
-            ):
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if cut:  # a writer stopped inside a multi-byte character
+                text = raw[:error.start].decode("utf-8")
+            else:
+                raise TraceError(number, "record", f"is not UTF-8: byte 0x{raw[error.start]:02x} "
+                                 f"at column {error.start + 1}") from None
+        try:
+            record = _parse(text)
+        except ValueError as error:
+            if cut or (last and reader is not None and reader.trace.rounds and not text.strip()):
+                assert reader is not None
                 reader.trace.truncated = (
-                    f"line {number} is an incomplete JSON record ({error.msg}); "
+                    f"line {number} is an incomplete JSON record ({error}); "
                     f"the {len(reader.trace.rounds)} rounds before it were checked"
                 )
                 return reader.trace
-            raise TraceError(
-                number, "record", f"is not valid JSON: {error.msg} at column {error.colno}"
-            ) from None
+            raise TraceError(number, "record", f"is not valid JSON: {error}") from None
         if reader is None:
             if not isinstance(record, dict):
                 raise TraceError(number, "header", "must be a JSON object")
