@@ -619,6 +619,27 @@ MUTANTS: tuple[Mutant, ...] = (
         vectors=False,
     ),
     mutant(
+        "fused-first-eligible-inclusive", FUSED,
+        "eligible = (partial_sums > threshold) & positive",
+        "eligible = (partial_sums >= threshold) & positive",
+        "the uncompiled fast path's draw with `>=`: it leaves the reference at a breakpoint",
+        vectors=False,
+    ),
+    mutant(
+        "fused-first-eligible-first-positive", FUSED,
+        "last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)",
+        "last_positive = mx.argmax(positive, axis=-1)",
+        "the uncompiled draw falls back to the first positive id, not the last",
+        vectors=False,
+    ),
+    mutant(
+        "fused-greedy-argmin", FUSED,
+        "return mx.argmax(probs, axis=-1).astype(mx.int32)",
+        "return mx.argmin(probs, axis=-1).astype(mx.int32)",
+        "the greedy fast draw reads the one-hot law's argmin",
+        vectors=False,
+    ),
+    mutant(
         "fused-resample-from-p", FUSED,
         "residual_distribution(target_probs[:k], draft_probs),",
         "target_probs[:k],",

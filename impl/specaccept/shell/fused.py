@@ -108,7 +108,8 @@ def draw_by_first_eligible(probs: mx.array, u: mx.array) -> mx.array:
     vocab_size = probs.shape[-1]
     positive = probs > 0
     partial_sums = mx.cumsum(probs, axis=-1)
-    eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive
+    threshold = u[..., None] * partial_sums[..., -1:]
+    eligible = (partial_sums > threshold) & positive
     first_eligible = mx.argmax(eligible, axis=-1)
     last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)
     return mx.where(eligible.any(axis=-1), first_eligible, last_positive).astype(mx.int32)
