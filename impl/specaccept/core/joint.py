@@ -103,8 +103,8 @@ def verify_drafts_jointly(
     residual_mass = excess.sum(axis=-1)  # Z_0 .. Z_{k-1}
     z, w = residual_mass[1:], weights[1:k]
     denominator = z + (1.0 - w)
-    # Z_i = 0 with w_i = 1 (the next rows agree): h_i = 1, a convention the law never
-    # reads, since a later position then keeps the prefix with probability 1.
+    # Z_i = 0 with w_i = 1 (the next rows agree): h_i = 1, a convention the law reads only
+    # for a next draft its q cannot draw (else a later position keeps with probability 1).
     inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)
     keep_probability = mx.concatenate([inner, weights[k:]])  # h_1 .. h_k; h_k = w_k
     # logical_and, not &: under mx.vmap, & with one unbatched operand drops the batch axis
