@@ -38,6 +38,8 @@ extensions = [
     "api_support",
     # Local: MathJax on every page (titles with math sit in every sidebar).
     "math_everywhere",
+    # Local: spec/vectors/ shipped in the build, and the pages' links to its files resolved.
+    "vectors_in_build",
 ]
 
 source_suffix = {".md": "markdown"}

@@ -142,3 +142,20 @@ def test_a_constant_is_shown_with_its_docstring() -> None:
     source = inline_code.object_source(CORE / "draw_law.py", "_BISECTION_STEPS")
     assert source.startswith("_BISECTION_STEPS = 25\n")
     assert "Halvings" in source  # the docstring string after the assignment comes with it
+
+
+VECTOR_LINK = re.compile(r"\]\((?P<target>(?:vectors/)?[a-z_]+\.(?:json|py))\)")
+
+
+def test_every_vector_file_is_linked_from_the_schema_page() -> None:
+    # The site ships spec/vectors/ (docs/_ext/vectors_in_build.py); this page is its index.
+    text = (SPEC / "vectors" / "schema.md").read_text("utf-8")
+    linked = {m["target"] for m in VECTOR_LINK.finditer(text)}
+    files = {p.name for p in (SPEC / "vectors").glob("*.json")}
+    assert files - linked == set(), "add these files to schema.md's table of vector files"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(SPEC)))
+def test_vector_links_point_at_existing_files(page: Path) -> None:
+    for match in VECTOR_LINK.finditer(page.read_text("utf-8")):
+        assert (page.parent / match["target"]).is_file(), f"{page.name}: {match['target']}"
