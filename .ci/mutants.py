@@ -717,6 +717,17 @@ MUTANTS: tuple[Mutant, ...] = (
         "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "23 random bits over a 24-bit denominator: every uniform lies in [0, 0.5)",
     ),
+    Mutant(
+        "round-keys-by-absolute-position", RANDOMNESS,
+        (
+            ("draft = [UniformKey(DRAFT, round_position, j) for j in range(num_drafts)]",
+             "draft = [UniformKey(DRAFT, round_position + j, 0) for j in range(num_drafts)]"),
+            ("[UniformKey(ACCEPT, round_position, i), ",
+             "[UniformKey(ACCEPT, round_position + i, 0), "),
+        ),
+        "accept tests and drafts keyed by absolute position, the keying this reference shipped: "
+        "block verification's next round re-reads uniforms its kept length conditioned on",
+    ),
     mutant(
         "draft-reads-accept-slot", RANDOMNESS,
         "DRAFT = 2",

@@ -85,6 +85,7 @@ autodoc_typehints = "signature"
 autodoc_type_aliases = {
     "Scalar": "specaccept.core.validation.Scalar",
     "TokenIds": "specaccept.core.validation.TokenIds",
+    "TokenLaw": "specaccept.shell.seeded_run.TokenLaw",
 }
 
 # Targets outside this site that a nitpicky build cannot resolve: the build is offline, so

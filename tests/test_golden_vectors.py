@@ -54,6 +54,7 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
+from specaccept.shell.seeded_run import seeded_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
@@ -76,6 +77,8 @@ FAMILIES = (
     "expected_speedup",
     "grid_draw_counts",
     "position_uniform",
+    "round_uniform",
+    "seeded_run",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -435,6 +438,54 @@ def replay_position_uniform(
     return close("u", u, expected["u"], atol)
 
 
+def replay_round_uniform(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    slot = inputs["slot"]
+    u = randomness.round_uniform(
+        value_arg(inputs["seed"]), value_arg(inputs["round_position"]),
+        value_arg(inputs["offset"]), SLOTS[slot] if isinstance(slot, str) else value_arg(slot),
+    )
+    return close("u", u, expected["u"], atol)
+
+
+def table_law(value: object, what: str) -> Callable[[list[int]], mx.array]:
+    """A law of the history from its table: row index = the last `context_length` tokens
+    read as base-V digits, oldest first (spec/vectors/schema.md, seeded_run.json)."""
+    law = obj(value, what)
+    context_length = integer(law["context_length"], f"{what}.context_length")
+    rows = [[real(x, f"{what}.rows") for x in seq(row, f"{what}.rows")]
+            for row in seq(law["rows"], f"{what}.rows")]
+    vocab_size = len(rows[0])
+    if len(rows) != vocab_size**context_length:
+        raise SchemaError(f"{what} must hold V ** context_length rows, got {len(rows)}")
+
+    def next_token_law(history: list[int]) -> mx.array:
+        if len(history) < context_length:
+            raise SchemaError(f"{what}: a history shorter than context_length")
+        index = 0
+        for token in history[len(history) - context_length:]:
+            index = index * vocab_size + token
+        return mx.array(rows[index], dtype=mx.float32)
+
+    return next_token_law
+
+
+def replay_seeded_run(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    rounds = seeded_run(
+        table_law(inputs["target_law"], "target_law"), table_law(inputs["draft_law"], "draft_law"),
+        sequence_arg(inputs["prompt"]), rule=rule_arg(inputs["rule"]),
+        num_draft_tokens=value_arg(inputs["num_draft_tokens"]),
+        max_tokens=value_arg(inputs["max_tokens"]), seed=value_arg(inputs["seed"]),
+    )
+    got = [{"position": r.position, "draft_tokens": r.draft_tokens,
+            "num_accepted": r.num_accepted, "next_token": r.next_token} for r in rounds]
+    return (same("tokens", [t for r in rounds for t in r.emitted], expected["tokens"])
+            + same("rounds", got, expected["rounds"]))
+
+
 REPLAYERS: dict[str, Replayer] = {
     "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
@@ -451,6 +502,8 @@ REPLAYERS: dict[str, Replayer] = {
     "expected_speedup": replay_expected_speedup,
     "grid_draw_counts": replay_grid_draw_counts,
     "position_uniform": replay_position_uniform,
+    "round_uniform": replay_round_uniform,
+    "seeded_run": replay_seeded_run,
 }
 
 

@@ -247,7 +247,6 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
     return verify
 
 
-
 def draw_dividing_by_total(probs: Any, u: Any) -> Any:
     """The draw written S_i / S > u instead of S_i > u * S."""
     probs = port.require_probabilities("probs", probs, (1, 2))
@@ -290,10 +289,34 @@ def prefix_weights_with(*, reset_is_one: bool = False,
 
     return weights
 
+
+def accept_and_draft_by_absolute_position(seed: int, start: int, k: int) -> Any:
+    """The keying of the accept and draft uniforms before they were keyed by round."""
+    return port.RoundRandomness(
+        [port.position_uniform(seed, start + j, port.SLOTS["draft"]) for j in range(k)],
+        [[port.position_uniform(seed, start + i, port.SLOTS["accept"]),
+          port.position_uniform(seed, start + i, port.SLOTS["sample"])] for i in range(k + 1)],
+    )
+
+
+def target_draw_by_round(seed: int, start: int, k: int) -> Any:
+    """The target's draw keyed by (round start, offset), like the accept uniforms."""
+    right = ORIGINAL["run_uniforms"](seed, start, k)
+    base = port.splitmix64(seed) ^ (4 * start + port.SLOTS["sample"])
+    sample = [(port.splitmix64(port.splitmix64(base) ^ i) >> 40) / 2**24 for i in range(k + 1)]
+    return port.RoundRandomness(right.draft, [[row[0], u] for row, u in zip(right.verify, sample,
+                                                                          strict=True)])
+
+
+KEYED_RUNS = {rule: {f"{rule}_k{k}_v{v}_context{c}" for k, c, v in ((2, 1, 3), (3, 2, 4),
+                                                                   (1, 1, 4))}
+              for rule in ("greedy_argmax", "sampler_match", "stochastic", "block")}
+"""The seeded runs searched so that both wrong keyings that can change them do."""
+
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform", "require_probabilities",
+        "uniform", "require_probabilities", "run_uniforms",
     )
 }
 
@@ -351,6 +374,10 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
                                   "compares_partial_sums_with_u_times_total_upwards"}),
     ("float64 probabilities accepted", "require_probabilities", float64_let_through,
      "sample_from_distribution", {"error_probs_float64"}),
+    ("accept and draft keyed by absolute position", "run_uniforms",
+     accept_and_draft_by_absolute_position, "seeded_run", set().union(*KEYED_RUNS.values())),
+    ("the target's draw keyed by round", "run_uniforms", target_draw_by_round, "seeded_run",
+     KEYED_RUNS["sampler_match"] | KEYED_RUNS["stochastic"] | KEYED_RUNS["block"]),
 ]
 
 

@@ -231,6 +231,45 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+# --- a round's uniforms and a whole seeded run ---------------------------------------------
+
+
+def round_uniform(i: dict[str, Any]) -> dict[str, Any]:
+    slot = sp.SLOTS.get(i["slot"], i["slot"]) if isinstance(i["slot"], str) else i["slot"]
+    return {"u": sp.round_uniform(value(i["seed"]), value(i["round_position"]),
+                                  value(i["offset"]), slot)}
+
+
+def table_law(raw: dict[str, Any]) -> Callable[[list[int]], Any]:
+    """The law of the next token: the row of the last `context_length` tokens, read as
+    base-V digits, oldest first."""
+    rows = np.array(raw["rows"], dtype=np.float32)
+    context_length, vocab_size = int(raw["context_length"]), rows.shape[1]
+
+    def law(history: list[int]) -> Any:
+        index = 0
+        for token in history[len(history) - context_length:]:
+            index = index * vocab_size + token
+        return rows[index]
+
+    return law
+
+
+def seeded_run(i: dict[str, Any]) -> dict[str, Any]:
+    rounds = sp.seeded_run(table_law(i["target_law"]), table_law(i["draft_law"]),
+                           [value(t) for t in i["prompt"]], value(i["rule"]),
+                           value(i["num_draft_tokens"]), value(i["max_tokens"]),
+                           value(i["seed"]))
+    return {"tokens": [t for r in rounds for t in [*r.draft_tokens[:r.num_accepted],
+                                                   r.next_token]],
+            "rounds": [{"position": r.position, "draft_tokens": r.draft_tokens,
+                        "num_accepted": r.num_accepted, "next_token": r.next_token}
+                       for r in rounds]}
+
+
+HANDLERS.update({"round_uniform": round_uniform, "seeded_run": seeded_run})
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     handler = HANDLERS.get(request["family"])
     if handler is None:

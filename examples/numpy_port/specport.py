@@ -682,7 +682,7 @@ def grid_draw_counts(probs: object) -> Array:
     return np.asarray(counts, dtype=np.int32)
 
 
-# --- a seeded run's uniforms (docs/porting.md, "The exact randomness derivation") ----------
+# --- a seeded run's uniforms by position (spec/randomness.md, "Derivation") -----------------
 
 MASK64 = (1 << 64) - 1
 SLOTS = {"accept": 0, "sample": 1, "draft": 2}
@@ -707,3 +707,106 @@ def position_uniform(seed: object, position: object, slot: object) -> float:
         raise ArgumentValueError("slot", "slot must lie in [0, 4)")
     word = splitmix64(splitmix64(seed_int) ^ ((4 * position_int + slot_int) & MASK64))
     return (word >> 40) / float(1 << 24)
+
+
+# --- a round's uniforms and a whole seeded run (spec/randomness.md) ------------------------
+
+ROUND_SLOTS = (SLOTS["accept"], SLOTS["draft"])
+"""The slots keyed by (round start, offset); the target's draw ("sample") is keyed by position."""
+POSITION_LIMIT = 2**62  # so that 4 * position + slot < 2**64
+
+
+def position_argument(name: str, value: object) -> int:
+    number = integer(name, value)
+    if not 0 <= number < POSITION_LIMIT:
+        raise ArgumentValueError(name, f"{name} must lie in [0, 2**62), got {number}")
+    return number
+
+
+def round_uniform(seed: object, round_position: object, offset: object, slot: object) -> float:
+    seed_int = integer("seed", seed)
+    if not 0 <= seed_int <= MASK64:
+        raise ArgumentValueError("seed", "seed must lie in [0, 2**64)")
+    start = position_argument("round_position", round_position)
+    index = position_argument("offset", offset)
+    slot_int = integer("slot", slot)
+    if slot_int not in ROUND_SLOTS:
+        raise ArgumentValueError("slot", f"slot must be accept or draft, got {slot_int}")
+    word = splitmix64(splitmix64(splitmix64(seed_int) ^ (4 * start + slot_int)) ^ index)
+    return (word >> 40) / float(1 << 24)
+
+
+class RoundRandomness(NamedTuple):
+    draft: list[float]
+    """k uniforms: draft j is drawn with (draft, round start, offset j)."""
+    verify: list[list[float]]
+    """k + 1 rows [accept at (round start, offset i), sample at position round start + i]."""
+
+
+def run_uniforms(seed: int, start: int, k: int) -> RoundRandomness:
+    """Every uniform the round starting at output position `start` with k drafts may read."""
+    return RoundRandomness(
+        [round_uniform(seed, start, j, SLOTS["draft"]) for j in range(k)],
+        [[round_uniform(seed, start, i, SLOTS["accept"]),
+          position_uniform(seed, start + i, SLOTS["sample"])] for i in range(k + 1)],
+    )
+
+
+class RunRound(NamedTuple):
+    position: int
+    draft_tokens: list[int]
+    num_accepted: int
+    next_token: int
+
+
+def seeded_run(target_law: Any, draft_law: Any, prompt: object, rule: object,
+               num_draft_tokens: object, max_tokens: object, seed: object) -> list[RunRound]:
+    """The rounds of a run; `target_law` and `draft_law` map a history to a [V] float32 law."""
+    rule = require_rule(rule)
+    k_max = integer("num_draft_tokens", num_draft_tokens)
+    if k_max < 1:
+        raise ArgumentValueError("num_draft_tokens", "num_draft_tokens must be >= 1")
+    total = integer("max_tokens", max_tokens)
+    if total < 0:
+        raise ArgumentValueError("max_tokens", "max_tokens must be >= 0")
+    if not isinstance(prompt, list) or not prompt:
+        raise ArgumentValueError("prompt", "prompt must hold at least one token id")
+    history = [integer("prompt", token) for token in prompt]
+    seed_int = integer("seed", seed)
+    if not 0 <= seed_int <= MASK64:
+        raise ArgumentValueError("seed", "seed must lie in [0, 2**64)")
+
+    rounds: list[RunRound] = []
+    position = 0
+    while position < total:
+        k = min(k_max, total - position - 1)
+        u = run_uniforms(seed_int, position, k)
+        if k == 0:  # the last token: the target's alone
+            p = target_law(history)
+            token = (int(np.argmax(p)) if rule == "greedy-argmax"
+                     else int(sample_from_distribution(p, u.verify[0][1])))
+            played = RunRound(position, [], 0, token)
+        else:
+            drafts: list[int] = []
+            q_rows = []
+            for j in range(k):
+                q = draft_law(history + drafts)
+                drafts.append(int(sample_from_distribution(q, u.draft[j])))
+                q_rows.append(q)
+            target = np.stack([target_law(history + drafts[:i]) for i in range(k + 1)])
+            draft = np.stack(q_rows)
+            tokens = np.array(drafts, dtype=np.int32)
+            uniforms = np.array(u.verify, dtype=F32)
+            if rule in JOINT_RULES:
+                verdict = verify_drafts_jointly(target, draft, tokens, uniforms)
+                num, nxt = verdict.num_accepted, verdict.next_token
+            else:
+                needs_q = rule == "stochastic"
+                num, nxt = verify_block(rule, target, draft if needs_q else None, tokens,
+                                        uniforms)
+            played = RunRound(position, drafts, num, nxt)
+        rounds.append(played)
+        emitted = [*played.draft_tokens[: played.num_accepted], played.next_token]
+        history += emitted
+        position += len(emitted)
+    return rounds
