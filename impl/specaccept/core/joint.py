@@ -26,7 +26,7 @@ class JointVerdict(NamedTuple):
     next_token: mx.array
     """The token after the kept prefix, a 0-d int32; the bonus when τ = k, else a residual draw."""
     accepted_length_law: mx.array
-    """`[k+1]` float32: entry i is P(τ = i | the drafts), the closed form the draws realise."""
+    """`[k+1]` float32; entry i is P(τ = i | the drafts), the closed form the draws realise."""
 
 
 def _prefix_weights(p_drafted: mx.array, q_drafted: mx.array) -> mx.array:
