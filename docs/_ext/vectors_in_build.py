@@ -33,7 +33,7 @@ VECTORS = "spec/vectors"
 def shipped_files(root: Path = ROOT) -> list[Path]:
     """The files of spec/vectors/ the site ships: every JSON file and the generator."""
     folder = root / VECTORS
-    return sorted(folder.glob("*.json")) + [folder / "generate.py"]
+    return [*sorted(folder.glob("*.json")), folder / "generate.py"]
 
 
 def site_path(docname: str, target: str) -> str | None:
