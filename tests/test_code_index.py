@@ -116,3 +116,13 @@ def test_the_readme_names_every_subcommand() -> None:
     for sub in all_parsers(build_parser())[1:]:
         if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
             assert sub.prog in readme, f"README.md's CLI section omits {sub.prog}"
+
+
+def test_the_generated_markdown_has_valid_fences() -> None:
+    # CommonMark ends a backtick fence's info string at no backtick: one there turns the
+    # fence into a paragraph, and the reference renders as raw text.
+    lines = (cli_reference.reference_markdown(build_parser())
+             + code_index.group_markdown("core") + code_index.table_markdown())
+    for line in lines:
+        if line.startswith("```"):
+            assert "`" not in line.lstrip("`"), f"a backtick in a fence's info string: {line}"

@@ -96,8 +96,9 @@ def reference_markdown(parser: argparse.ArgumentParser) -> list[str]:
     lines: list[str] = []
     entries = [(parser.description or "", parser), *subcommands(parser)]
     for summary, command in entries:
-        lines += [f"```{{rubric}} {code(command.prog)}", ":class: cli-command",
-                  f":name: cli-{command.prog.replace(' ', '-')}", "```", ""]
+        # A tilde fence: CommonMark forbids backticks in a backtick fence's info string.
+        lines += [f"~~~{{rubric}} {code(command.prog)}", ":class: cli-command",
+                  f":name: cli-{command.prog.replace(' ', '-')}", "~~~", ""]
         text = command.description or summary
         if text:
             lines += [" ".join(text.split()), ""]
