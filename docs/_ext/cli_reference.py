@@ -15,6 +15,7 @@ tests/test_cli_reference.py checks the rendering covers every subcommand and opt
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,7 +65,9 @@ def default(action: argparse.Action) -> str:
     value = action.default
     if isinstance(value, list | tuple):
         value = " ".join(map(str, value))
-    return code(str(value)) if str(value) != "" else code('""')
+    if isinstance(value, str) and (value == "" or value != " ".join(value.split())):
+        return code(json.dumps(value))  # a prompt's newline, shown as the escape --help reads
+    return code(str(value))
 
 
 def cell(text: str) -> str:
