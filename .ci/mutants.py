@@ -828,6 +828,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "if array.dtype not in (mx.float32, mx.float16, mx.bfloat16):",
         "half-precision probabilities accepted: small ratios underflow to certain accepts",
     ),
+    # --- choices a port written from spec/ once got past the vectors ------------------------
+    mutant(
+        "probabilities-accept-float64", VALIDATION,
+        "if array.dtype != mx.float32:",
+        "if array.dtype not in (mx.float32, mx.float64):",
+        "float64 probabilities accepted: the rules run at a precision nothing specifies",
+    ),
+    mutant(
+        "draw-divides-by-total", SAMPLING,
+        "eligible = mx.logical_and(partial_sums > target, positive)",
+        "eligible = mx.logical_and(partial_sums / partial_sums[..., -1:] > u[..., None], "
+        "positive)",
+        "S_i / S > u instead of S_i > u * S: other float32 breakpoints on grid uniforms",
+    ),
+    mutant(
+        "joint-zero-residual-keeps-nothing", JOINT,
+        "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)",
+        "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 0.0)",
+        "h_i = 0 instead of 1 where Z_i = 0 and w_i = 1: a prefix is dropped when the next "
+        "draft is excluded",
+    ),
+    mutant(
+        "joint-q-zero-reset-is-one", JOINT,
+        "reset = mx.abs(log_ratio).sum() + 1.0",
+        "reset = mx.array(1.0)",
+        "a q = 0 draft adds log ratio 1, not more than any deficit: w does not return to 1",
+    ),
+    mutant(
+        "joint-log-of-ratio", JOINT,
+        "mx.log(mx.where(finite, p_drafted, 1.0))\n"
+        "                         - mx.log(mx.where(finite, q_drafted, 1.0))",
+        "mx.log(mx.where(finite, p_drafted, 1.0)\n"
+        "                                / mx.where(finite, q_drafted, 1.0))",
+        "log(p / q) instead of log p - log q: p / q overflows for a subnormal q and w turns NaN",
+    ),
     # --- the shell ---------------------------------------------------------------------
     mutant(
         "penalties-ignore-drafts", GENERATOR,
