@@ -124,6 +124,13 @@ def _proposal(scheme: TreeScheme, q: mx.array, tokens: Sequence[int], j: int) ->
     return mx.where(mass > 0, kept / mx.where(mass > 0, mass, 1.0), kept)
 
 
+def _entry(values: mx.array, index: mx.array) -> mx.array:
+    """``values[index]`` for a 1-d int32 `values` and a 0-d `index`, as a masked sum: array
+    indexing by an array loses the batch axis under ``mx.vmap`` (MLX 0.32), and engines
+    verify a batch of trees at once."""
+    return mx.where(mx.arange(values.shape[0]) == index, values, 0).sum().astype(mx.int32)
+
+
 def verify_tree(
     scheme: TreeScheme,
     parents: Sequence[int],
@@ -213,10 +220,10 @@ def verify_tree(
     row = mx.array(0, dtype=mx.int32)
     path = []
     for _ in range(depth):
-        child = chosen_child[row]
+        child = _entry(chosen_child, row)
         path.append(child)
         row = mx.where(child >= 0, child + 1, row)
         chosen_child = mx.where(child >= 0, chosen_child, -1)  # a stop is final
     accepted_nodes = mx.stack(path).astype(mx.int32)
     num_accepted = (accepted_nodes >= 0).sum().astype(mx.int32)
-    return TreeVerdict(num_accepted, accepted_nodes, candidates[row])
+    return TreeVerdict(num_accepted, accepted_nodes, _entry(candidates, row))
