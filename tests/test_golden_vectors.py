@@ -54,6 +54,7 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
+from specaccept.core.tree import TreeScheme, verify_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
@@ -76,6 +77,7 @@ FAMILIES = (
     "expected_speedup",
     "grid_draw_counts",
     "position_uniform",
+    "verify_tree",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -435,6 +437,23 @@ def replay_position_uniform(
     return close("u", u, expected["u"], atol)
 
 
+def replay_verify_tree(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    raw_scheme, raw_draft = inputs["scheme"], inputs["draft_probs"]
+    verdict = verify_tree(
+        TreeScheme(raw_scheme) if isinstance(raw_scheme, str) else raw_scheme,
+        sequence_arg(inputs["parents"]), float_array(inputs["target_probs"], "target_probs"),
+        None if raw_draft is None else float_array(raw_draft, "draft_probs"),
+        sequence_arg(inputs["draft_tokens"]),
+        uniform_arg(inputs["accept_uniforms"], "accept_uniforms"),
+        uniform_arg(inputs["sample_uniforms"], "sample_uniforms"),
+    )
+    return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
+            + same("accepted_nodes", verdict.accepted_nodes.tolist(), expected["accepted_nodes"])
+            + same("next_token", verdict.next_token.item(), expected["next_token"]))
+
+
 REPLAYERS: dict[str, Replayer] = {
     "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
@@ -451,6 +470,7 @@ REPLAYERS: dict[str, Replayer] = {
     "expected_speedup": replay_expected_speedup,
     "grid_draw_counts": replay_grid_draw_counts,
     "position_uniform": replay_position_uniform,
+    "verify_tree": replay_verify_tree,
 }
 
 

@@ -47,6 +47,7 @@ from specaccept.shell.generator import (
 )
 from specaccept.shell.loading import ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
+from specaccept.core.tree import TreeScheme, TreeVerdict, verify_tree
 
 __version__ = "0.1.0"
 
@@ -89,4 +90,7 @@ __all__ = [
     "verify_block",
     "verify_draft_token",
     "verify_drafts_jointly",
+    "TreeScheme",
+    "TreeVerdict",
+    "verify_tree",
 ]
