@@ -269,8 +269,10 @@ def library_verify_law(scheme: TreeScheme, parents: Sequence[int], tokens: Seque
 
     nums, nodes, nexts = mx.vmap(one)(target_probs, draft_probs, accept, sample)
     law: defaultdict[Tokens, Fraction] = defaultdict(Fraction)
-    for cell, n, path, y in zip(cells, nums.tolist(), nodes.tolist(), nexts.tolist(),
-                                strict=True):
+    counts: list[int] = nums.tolist()  # type: ignore[assignment]
+    paths: list[list[int]] = nodes.tolist()  # type: ignore[assignment]
+    emitted: list[int] = nexts.tolist()  # type: ignore[assignment]
+    for cell, n, path, y in zip(cells, counts, paths, emitted, strict=True):
         volume = ONE
         for lo, hi in cell:
             volume *= hi - lo
@@ -318,6 +320,11 @@ def test_the_chain_is_token_by_token_rejection_sampling() -> None:
             == round_law(Variant(TreeScheme.WITHOUT_REPLACEMENT), TreeScheme.IID, chain))
 
 
+def constant(law: Dist) -> Table:
+    """A context-free law."""
+    return lambda _context: law
+
+
 def worst_distance(variant: Variant, drafting: TreeScheme, p_pool: Sequence[Dist],
                    q_pool: Sequence[Dist], width: int) -> Fraction:
     """The largest TV from p of the token one node emits, over the laws of the pools."""
@@ -327,9 +334,9 @@ def worst_distance(variant: Variant, drafting: TreeScheme, p_pool: Sequence[Dist
             continue  # no `width` distinct tokens to draft
         parents = (-1,) * width
         law: defaultdict[int, Fraction] = defaultdict(Fraction)
-        for tokens, w in drafts(drafting, parents, lambda _c, q=q: q, ()):
-            for seq, v in verify_law(variant, parents, tokens, lambda _c, p=p: p,
-                                     lambda _c, q=q: q, ()).items():
+        target, drafter = constant(p), constant(q)
+        for tokens, w in drafts(drafting, parents, drafter, ()):
+            for seq, v in verify_law(variant, parents, tokens, target, drafter, ()).items():
                 law[seq[0]] += w * v
         worst = max(worst, sum((abs(law[x] - p[x]) for x in range(len(p))), ZERO) / 2)
     return worst
@@ -348,7 +355,8 @@ GRID3 = grid_laws(4, 3)
 def test_drafts_without_replacement_verified_as_iid_are_caught() -> None:
     """RSD's drafts verified with SpecInfer's rule (q not renormalised after a rejection):
     over every pair of laws on the 1/4 grid of V = 3, two siblings emit a token as far as
-    TV 1/2 from p (3/4 on the 1/8 grid) (with V = 2 the two siblings are both ids, and the rules agree)."""
+    TV 1/2 from p (3/4 on the 1/8 grid; with V = 2 two siblings are both ids, and the rules
+    agree)."""
     wrong = Variant(TreeScheme.IID)
     assert worst_distance(wrong, TreeScheme.WITHOUT_REPLACEMENT, GRID3, GRID3, 2) == \
         Fraction(1, 2)

@@ -441,8 +441,9 @@ def replay_verify_tree(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     raw_scheme, raw_draft = inputs["scheme"], inputs["draft_probs"]
+    scheme: Any = TreeScheme(raw_scheme) if isinstance(raw_scheme, str) else raw_scheme
     verdict = verify_tree(
-        TreeScheme(raw_scheme) if isinstance(raw_scheme, str) else raw_scheme,
+        scheme,
         sequence_arg(inputs["parents"]), float_array(inputs["target_probs"], "target_probs"),
         None if raw_draft is None else float_array(raw_draft, "draft_probs"),
         sequence_arg(inputs["draft_tokens"]),

@@ -767,7 +767,8 @@ def tree_children(parents: object, draft_tokens: object, distinct_siblings: bool
 
 def tree_proposal(scheme: str, q: Array, tokens: Sequence[int], j: int) -> Array:
     if scheme == "deterministic":
-        return (np.arange(q.shape[-1]) == tokens[j]).astype(F32)
+        one_hot: Array = (np.arange(q.shape[-1]) == tokens[j]).astype(F32)
+        return one_hot
     if scheme == "iid" or j == 0:
         return q
     kept = np.where(np.isin(np.arange(q.shape[-1]), list(tokens[:j])), F32(0), q).astype(F32)
@@ -803,7 +804,7 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
                      (size,))
     sample = uniform("sample_uniforms", require_array("sample_uniforms", sample_uniforms),
                      (depth + 1,))
-    row, path = 0, []
+    row, path = 0, list[int]()
     while True:
         r, kids = target[row], children[row]
         tokens = [draft_tokens[c] for c in kids]

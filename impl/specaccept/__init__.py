@@ -35,6 +35,7 @@ from specaccept.core.theory import (
     expected_speedup,
     expected_tokens_per_round,
 )
+from specaccept.core.tree import TreeScheme, TreeVerdict, verify_tree
 from specaccept.shell.generator import (
     CacheInvariantError,
     NonFiniteLogitsError,
@@ -47,7 +48,6 @@ from specaccept.shell.generator import (
 )
 from specaccept.shell.loading import ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
-from specaccept.core.tree import TreeScheme, TreeVerdict, verify_tree
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,8 @@ __all__ = [
     "SpeculativeGenerator",
     "SpeculativeRun",
     "SpeculativeStats",
+    "TreeScheme",
+    "TreeVerdict",
     "Verdict",
     "accept_draft_token",
     "acceptance_closed_forms",
@@ -90,7 +92,5 @@ __all__ = [
     "verify_block",
     "verify_draft_token",
     "verify_drafts_jointly",
-    "TreeScheme",
-    "TreeVerdict",
     "verify_tree",
 ]

@@ -16,10 +16,12 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
-from specaccept.core import validation
+from specaccept.core import randomness, validation
+from specaccept.core.randomness import UniformKey
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["TreeScheme", "TreeShape", "TreeVerdict", "tree_shape", "verify_tree"]
+__all__ = ["TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict", "tree_keys", "tree_shape",
+           "verify_tree"]
 
 
 class TreeScheme(str, Enum):
@@ -198,13 +200,14 @@ def verify_tree(
     sample_u = validation.uniform("sample_uniforms", validation.require_array(
         "sample_uniforms", sample_uniforms), batch_shape=(depth + 1,))
 
-    chosen_rows, residuals = [], []
-    for row, kids in enumerate(shape.children):
-        r = target_probs[row]
+    chosen_rows: list[mx.array] = []
+    residuals: list[mx.array] = []
+    for index, kids in enumerate(shape.children):
+        r = target_probs[index]
         tokens = [draft_tokens[c] for c in kids]
         chosen = mx.array(-1, dtype=mx.int32)
         for j, child in enumerate(kids):
-            q_j = _proposal(scheme, q_rows[row], tokens, j)
+            q_j = _proposal(scheme, q_rows[index], tokens, j)
             r_x, q_x = r[tokens[j]], q_j[tokens[j]]
             accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)
             chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)
@@ -218,12 +221,42 @@ def verify_tree(
     candidates = sample_from_distribution(mx.stack(residuals), row_uniforms)
 
     row = mx.array(0, dtype=mx.int32)
-    path = []
+    path: list[mx.array] = []
     for _ in range(depth):
-        child = _entry(chosen_child, row)
-        path.append(child)
-        row = mx.where(child >= 0, child + 1, row)
-        chosen_child = mx.where(child >= 0, chosen_child, -1)  # a stop is final
+        step = _entry(chosen_child, row)
+        path.append(step)
+        row = mx.where(step >= 0, step + 1, row)
+        chosen_child = mx.where(step >= 0, chosen_child, -1)  # a stop is final
     accepted_nodes = mx.stack(path).astype(mx.int32)
     num_accepted = (accepted_nodes >= 0).sum().astype(mx.int32)
     return TreeVerdict(num_accepted, accepted_nodes, _entry(candidates, row))
+
+
+class TreeKeys(NamedTuple):
+    """The keys of every uniform a tree round may read, in `verify_tree`'s layout."""
+
+    draft: list[UniformKey]
+    """N keys: entry i draws node i's token (`DRAFT`, offset i)."""
+    accept: list[UniformKey]
+    """N keys: entry i is node i's accept test (`ACCEPT`, offset i)."""
+    sample: list[UniformKey]
+    """D + 1 keys: entry d draws the token after a path of length d, at output position
+    round_position + d (`SAMPLE`, keyed by that absolute position)."""
+
+
+def tree_keys(round_position: int, parents: Sequence[int]) -> TreeKeys:
+    """The keys a tree round starting at output `round_position` reads.
+
+    Node i's draft and accept test are keyed by (round_position, i), as draft i of a chain
+    is: a chain tree reads exactly `round_keys`' keys. Rounds start at distinct positions
+    (each emits at least one token), so no key is read by two rounds.
+
+    >>> keys = tree_keys(5, (-1, -1, 0))
+    >>> keys.accept[2], keys.sample[2]
+    (UniformKey(slot=0, position=5, offset=2), UniformKey(slot=1, position=7, offset=None))
+    """
+    shape = tree_shape(parents, [0] * len(parents), distinct_siblings=False)
+    chain = randomness.round_keys(round_position, len(parents))
+    sample = [randomness.UniformKey(randomness.SAMPLE, round_position + d, None)
+              for d in range(max(shape.depths) + 1)]
+    return TreeKeys(chain.draft, [row[0] for row in chain.verify[:-1]], sample)
