@@ -780,8 +780,10 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-rejection-keeps-p", TREE,
-        "r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)",
-        "r = mx.where(mass > 0, r, r)",
+        "            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n"
+        "        chosen_rows.append(chosen)",
+        "            r = mx.where(mass > 0, r, r)\n"
+        "        chosen_rows.append(chosen)",
         "a rejected sibling leaves the target's law unchanged: later siblings and the draw read p",
     ),
     mutant(
@@ -795,5 +797,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "distinct_siblings=scheme is not TreeScheme.IID)",
         "distinct_siblings=scheme is TreeScheme.DETERMINISTIC)",
         "repeated siblings accepted without replacement: the repeat's q_j(x) = 0 always passes",
+    ),
+    mutant(
+        "ceiling-ignores-the-draft-count", TREE,
+        "return (p_prefix + 1.0 - q_prefix**num_drafts).min()",
+        "return (p_prefix + 1.0 - q_prefix).min()",
+        "the multi-draft ceiling computed as the single-draft sum min(p, q), whatever n",
+    ),
+    mutant(
+        "ceiling-sorted-descending", TREE,
+        "order = mx.argsort(ratio)",
+        "order = mx.argsort(-ratio)",
+        "the ceiling's prefixes taken in decreasing p/q: a minimum over the wrong sets",
+    ),
+    mutant(
+        "iid-acceptance-keeps-p", TREE,
+        "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
+        "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
+        "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
     ),
 )

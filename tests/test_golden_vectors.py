@@ -54,7 +54,12 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
-from specaccept.core.tree import TreeScheme, verify_tree
+from specaccept.core.tree import (
+    TreeScheme,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    verify_tree,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
@@ -78,6 +83,7 @@ FAMILIES = (
     "grid_draw_counts",
     "position_uniform",
     "verify_tree",
+    "tree_acceptance",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -455,6 +461,17 @@ def replay_verify_tree(
             + same("next_token", verdict.next_token.item(), expected["next_token"]))
 
 
+def replay_tree_acceptance(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
+    n = value_arg(inputs["num_drafts"])
+    iid = iid_siblings_acceptance(p, q, n).item()
+    ceiling = multi_draft_ceiling(p, q, n).item()
+    return (close("iid_siblings_acceptance", iid, expected["iid_siblings_acceptance"], atol)
+            + close("multi_draft_ceiling", ceiling, expected["multi_draft_ceiling"], atol))
+
+
 REPLAYERS: dict[str, Replayer] = {
     "sampler_config": replay_sampler_config,
     "effective_token_distribution": replay_effective_token_distribution,
@@ -472,6 +489,7 @@ REPLAYERS: dict[str, Replayer] = {
     "grid_draw_counts": replay_grid_draw_counts,
     "position_uniform": replay_position_uniform,
     "verify_tree": replay_verify_tree,
+    "tree_acceptance": replay_tree_acceptance,
 }
 
 

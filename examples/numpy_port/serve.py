@@ -221,6 +221,12 @@ def verify_tree(i: dict[str, Any]) -> dict[str, Any]:
             "next_token": verdict.next_token}
 
 
+def tree_acceptance(i: dict[str, Any]) -> dict[str, Any]:
+    p, q, n = floats(i["p"]), floats(i["q"]), value(i["num_drafts"])
+    return {"iid_siblings_acceptance": sp.iid_siblings_acceptance(p, q, n),
+            "multi_draft_ceiling": sp.multi_draft_ceiling(p, q, n)}
+
+
 HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sampler_config": sampler_config,
     "effective_token_distribution": effective_token_distribution,
@@ -238,6 +244,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "grid_draw_counts": grid_draw_counts,
     "position_uniform": position_uniform,
     "verify_tree": verify_tree,
+    "tree_acceptance": tree_acceptance,
 }
 
 

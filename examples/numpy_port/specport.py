@@ -823,3 +823,40 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
             return TreeVerdict(len(path), path + [-1] * (depth - len(path)), token)
         path.append(chosen)
         row = chosen + 1
+
+
+# --- acceptance at a node, and the multi-draft ceiling (iid_siblings_acceptance.md, -------
+# --- multi_draft_ceiling.md) ------------------------------------------------------------------
+
+
+def node_laws(p: object, q: object, num_drafts: object) -> tuple[Array, Array, int]:
+    p = require_probabilities("p", p, (1,))
+    q = require_probabilities("q", q, (1,))
+    require_same_shape("q", p, q)
+    if not is_int(num_drafts):
+        raise ArgumentTypeError("num_drafts", "num_drafts must be an int")
+    assert isinstance(num_drafts, int)
+    if num_drafts < 1:
+        raise ArgumentValueError("num_drafts", "num_drafts must be >= 1")
+    return p, q, num_drafts
+
+
+def iid_siblings_acceptance(p: object, q: object, num_drafts: object) -> float:
+    p, q, n = node_laws(p, q, num_drafts)
+    r, miss = p, F32(1)
+    for _ in range(n):
+        miss = F32(miss * (F32(1) - np.minimum(r, q).sum(dtype=F32)))
+        excess = np.maximum(r - q, F32(0))
+        mass = excess.sum(dtype=F32)
+        r = excess / mass if mass > 0 else r
+    return float(F32(1) - miss)
+
+
+def multi_draft_ceiling(p: object, q: object, num_drafts: object) -> float:
+    p, q, n = node_laws(p, q, num_drafts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(q > 0, p / np.where(q > 0, q, F32(1)), np.inf)
+    order = np.argsort(ratio, kind="stable")
+    p_prefix = np.concatenate([[F32(0)], np.cumsum(p[order], dtype=F32)])
+    q_prefix = np.concatenate([[F32(0)], np.cumsum(q[order], dtype=F32)])
+    return float((p_prefix + F32(1) - q_prefix.astype(F32) ** n).astype(F32).min())

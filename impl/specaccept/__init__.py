@@ -35,7 +35,13 @@ from specaccept.core.theory import (
     expected_speedup,
     expected_tokens_per_round,
 )
-from specaccept.core.tree import TreeScheme, TreeVerdict, verify_tree
+from specaccept.core.tree import (
+    TreeScheme,
+    TreeVerdict,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    verify_tree,
+)
 from specaccept.shell.generator import (
     CacheInvariantError,
     NonFiniteLogitsError,
@@ -81,8 +87,10 @@ __all__ = [
     "expected_speedup",
     "expected_tokens_per_round",
     "grid_draw_counts",
+    "iid_siblings_acceptance",
     "load_model",
     "load_pair",
+    "multi_draft_ceiling",
     "residual_distribution",
     "residual_resample",
     "rewind_trim",

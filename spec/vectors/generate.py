@@ -60,7 +60,13 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
-from specaccept.core.tree import TreeScheme, tree_shape, verify_tree
+from specaccept.core.tree import (
+    TreeScheme,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    tree_shape,
+    verify_tree,
+)
 
 Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | None"
 Vector: TypeAlias = "dict[str, Json]"
@@ -1594,6 +1600,10 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
             decode_sequence(inputs["draft_tokens"]), decode_array(inputs["accept_uniforms"], f32_),
             decode_array(inputs["sample_uniforms"], f32_),
         )
+    elif family == "tree_acceptance":
+        p, q = decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_)
+        iid_siblings_acceptance(p, q, decode_value(inputs["num_drafts"]))
+        multi_draft_ceiling(p, q, decode_value(inputs["num_drafts"]))
     else:
         raise GenerationError(f"no replay for family {family}")
 
@@ -1650,6 +1660,7 @@ def base_inputs(family: str) -> dict[str, Json]:
                         "draft_probs": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
                         "draft_tokens": [0, 1], "accept_uniforms": [0.5, 0.5],
                         "sample_uniforms": [0.5, 0.5]},
+        "tree_acceptance": {"p": [0.5, 0.5], "q": [0.25, 0.75], "num_drafts": 2},
     }
     return copy.deepcopy(bases[family])
 
@@ -1995,6 +2006,16 @@ def error_cases() -> dict[str, list[ErrorCase]]:
              {"sample_uniforms": [0.5]}, v, "sample_uniforms"),
             ("sample_uniforms_integer_dtype", "uniforms must be floating",
              {"sample_uniforms": typed([0, 0], "int32")}, t, "sample_uniforms"),
+        ],
+        "tree_acceptance": [
+            ("p_not_an_array", "a number is not p", {"p": 0.5}, t, "p"),
+            ("p_rows", "one [V] law at a time", {"p": [[0.5, 0.5]]}, v, "p"),
+            ("q_float16", "probabilities must be float32",
+             {"q": typed([0.25, 0.75], "float16")}, t, "q"),
+            ("q_other_vocabulary", "p and q share a vocabulary", {"q": [1.0]}, v, "q"),
+            ("num_drafts_zero", "n >= 1", {"num_drafts": 0}, v, "num_drafts"),
+            ("num_drafts_float", "an integer argument", {"num_drafts": 2.0}, t, "num_drafts"),
+            ("num_drafts_bool", "a bool is not a count", {"num_drafts": True}, t, "num_drafts"),
         ],
     }
 
@@ -2371,6 +2392,69 @@ def verify_tree_vectors() -> list[Vector]:
     return out
 
 
+def oracle_iid_siblings(p: Rational, q: Rational, n: int) -> Fraction:
+    r, miss = list(p), Fraction(1)
+    for _ in range(n):
+        miss *= 1 - sum(min(a, b) for a, b in zip(r, q, strict=True))
+        excess = [max(a - b, Fraction(0)) for a, b in zip(r, q, strict=True)]
+        mass = sum(excess)
+        r = r if mass == 0 else [e / mass for e in excess]
+    return 1 - miss
+
+
+def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
+    """min over every token set H of p(H) + 1 - q(H)^n, by enumeration."""
+    best = Fraction(1)
+    for mask in range(1 << len(p)):
+        inside = [x for x in range(len(p)) if mask >> x & 1]
+        best = min(best, sum((p[x] for x in inside), Fraction(0)) + 1
+                   - sum((q[x] for x in inside), Fraction(0)) ** n)
+    return best
+
+
+def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vector:
+    exact_p, exact_q = rational(p), rational(q)
+    want_iid = oracle_iid_siblings(exact_p, exact_q, n)
+    want_ceiling = oracle_ceiling(exact_p, exact_q, n)
+    got_iid = scalar_float(iid_siblings_acceptance(arr(p), arr(q), n))
+    got_ceiling = scalar_float(multi_draft_ceiling(arr(p), arr(q), n))
+    check_close(name, [got_iid, got_ceiling], [float(want_iid), float(want_ceiling)],
+                INEXACT_ATOL)
+    if want_iid > want_ceiling:
+        raise GenerationError(f"{name}: RRS accepts more than the ceiling")
+    return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n},
+                  {"iid_siblings_acceptance": f32(float(want_iid)),
+                   "multi_draft_ceiling": f32(float(want_ceiling))}, INEXACT_ATOL)
+
+
+def tree_acceptance_vectors() -> list[Vector]:
+    out = [
+        tree_acceptance_vector("one_draft_is_sum_min", "n = 1: both are sum min(p, q) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 1),
+        tree_acceptance_vector("one_hot_q_gains_nothing",
+                               "q one-hot: every draft is id 0, both stay at p(0) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 3),
+        tree_acceptance_vector("equal_laws_accept_always", "p = q: 1 for any n",
+                               [0.25, 0.75], [0.25, 0.75], 2),
+        tree_acceptance_vector("rrs_below_the_ceiling",
+                               "p = (1/2, 1/4, 1/4), q = (1/4, 1/4, 1/2), n = 2: RRS 13/16 "
+                               "against the ceiling 15/16", [0.5, 0.25, 0.25],
+                               [0.25, 0.25, 0.5], 2),
+        tree_acceptance_vector("disjoint_supports", "p and q disjoint: 0 for any n",
+                               [1.0, 0.0, 0.0], [0.0, 0.5, 0.5], 3),
+    ]
+    rng = Lcg(seed_of(13))
+    for index in range(12):
+        size = 2 + index % 4
+        p, q = rng.dyadic_distribution(size), rng.dyadic_distribution(size)
+        n = 1 + index % 3
+        out.append(tree_acceptance_vector(f"pseudo_random_{index}",
+                                          f"pseudo-random dyadic pair, V = {size}, n = {n}",
+                                          p, q, n))
+    return out
+
+
+
 # --- the files ------------------------------------------------------------------------------
 
 FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
@@ -2446,6 +2530,12 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
         "scheme, parents, target_probs, draft_probs, draft_tokens, accept_uniforms, "
         "sample_uniforms -> num_accepted, accepted_nodes, next_token (tree verification)",
         verify_tree_vectors,
+    ),
+    "tree_acceptance": (
+        ["iid_siblings_acceptance", "multi_draft_ceiling"],
+        "p, q, num_drafts -> iid_siblings_acceptance (RRS at one node), multi_draft_ceiling "
+        "(alpha*)",
+        tree_acceptance_vectors,
     ),
 }
 

@@ -20,8 +20,8 @@ from specaccept.core import randomness, validation
 from specaccept.core.randomness import UniformKey
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict", "tree_keys", "tree_shape",
-           "verify_tree"]
+__all__ = ["TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict", "iid_siblings_acceptance",
+           "multi_draft_ceiling", "tree_keys", "tree_shape", "verify_tree"]
 
 
 class TreeScheme(str, Enum):
@@ -260,3 +260,64 @@ def tree_keys(round_position: int, parents: Sequence[int]) -> TreeKeys:
     sample = [randomness.UniformKey(randomness.SAMPLE, round_position + d, None)
               for d in range(max(shape.depths) + 1)]
     return TreeKeys(chain.draft, [row[0] for row in chain.verify[:-1]], sample)
+
+
+def _law_pair(p: object, q: object) -> tuple[mx.array, mx.array]:
+    p = validation.require_probabilities("p", p, ndims=(1,))
+    q = validation.require_probabilities("q", q, ndims=(1,))
+    validation.require_same_shape("p", p, "q", q)
+    return p, q
+
+
+def _draft_count(name: str, value: object) -> int:
+    count = validation.integer(name, value)
+    if count < 1:
+        raise ValueError(f"{name} must be >= 1, got {count}")
+    return count
+
+
+def iid_siblings_acceptance(p: mx.array, q: mx.array, num_drafts: int) -> mx.array:
+    """P(a node accepts one of `num_drafts` children drafted i.i.d. from q), target p.
+
+    ``1 - Π_j (1 - Σ_x min(r_j(x), q(x)))`` with r_0 = p and r_{j+1} the residual
+    ``relu(r_j - q)`` normalised (r_j unchanged if it has no mass): under i.i.d. drafts
+    the residuals do not depend on the drafted tokens, so this is exact. A 0-d float32.
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.5]), mx.array([1.0, 0.0])
+    >>> iid_siblings_acceptance(p, q, 1).item(), iid_siblings_acceptance(p, q, 2).item()
+    (0.5, 0.5)
+    """
+    p, q = _law_pair(p, q)
+    num_drafts = _draft_count("num_drafts", num_drafts)
+    r, miss = p, mx.array(1.0, dtype=mx.float32)
+    for _ in range(num_drafts):
+        miss = miss * (1.0 - mx.minimum(r, q).sum())
+        excess = mx.maximum(r - q, 0.0)
+        mass = excess.sum()
+        r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+    return 1.0 - miss
+
+
+def multi_draft_ceiling(p: mx.array, q: mx.array, num_drafts: int) -> mx.array:
+    """The most any lossless verifier of `num_drafts` i.i.d. drafts from q accepts, target p.
+
+    ``alpha* = min over token sets H of p(H) + 1 - q(H)^n``: the emitted token lands in H at
+    most p(H) of the time, and outside H on a draft only if some draft is outside H. The
+    minimum is reached on a prefix of the ids sorted by p/q ascending (q = 0 last), so
+    one sort and two cumulative sums: O(V log V). A 0-d float32; at n = 1 it is
+    Σ min(p, q).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.5]), mx.array([1.0, 0.0])
+    >>> multi_draft_ceiling(p, q, 1).item(), multi_draft_ceiling(p, q, 3).item()
+    (0.5, 0.5)
+    """
+    p, q = _law_pair(p, q)
+    num_drafts = _draft_count("num_drafts", num_drafts)
+    ratio = mx.where(q > 0, p / mx.where(q > 0, q, 1.0), mx.inf)
+    order = mx.argsort(ratio)
+    zero = mx.zeros((1,), dtype=mx.float32)
+    p_prefix = mx.concatenate([zero, mx.cumsum(p[order])])
+    q_prefix = mx.concatenate([zero, mx.cumsum(q[order])])
+    return (p_prefix + 1.0 - q_prefix**num_drafts).min()
