@@ -253,6 +253,15 @@ ORIGINAL: dict[str, Callable[..., Any]] = {
     )
 }
 
+def tree_proposal_as_drawn(scheme: str, q: Any, tokens: Any, j: int) -> Any:
+    """Every sibling tested against the drafter's q itself: RSD's drafts as if i.i.d., and
+    deterministic candidates against a law instead of their one-hot."""
+    return ORIGINAL_TREE_PROPOSAL("iid", q, tokens, j)
+
+
+ORIGINAL_TREE_PROPOSAL: Callable[..., Any] = port.tree_proposal
+
+
 GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("greedy-argmax emits a draw", "verify", greedy_as_a_draw, "verify_draft_token",
      {"greedy_is_argmax_not_a_draw", "greedy_rejects_what_a_draw_accepts"}),
@@ -293,6 +302,8 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
     ("block verification with h_k = 1", "verify_drafts_jointly",
      joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
+    ("tree siblings tested against q as drawn", "tree_proposal", tree_proposal_as_drawn,
+     "verify_tree", {"without_replacement_renormalises_q", "candidates_are_one_hot"}),
 ]
 
 

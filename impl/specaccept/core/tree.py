@@ -39,9 +39,9 @@ class TreeShape(NamedTuple):
     """A checked tree: each node's children in index order, and each row's depth."""
 
     children: tuple[tuple[int, ...], ...]
-    """N + 1 entries: entry 0 the root's children, entry i + 1 node i's children."""
+    """For each row (the root, then node i at i + 1), its children in index order."""
     depths: tuple[int, ...]
-    """N + 1 entries: the depth of the root (0) and of each node (its path's length)."""
+    """The depth of each row, 0 for the root and a node's path length for a node."""
 
 
 def tree_shape(parents: object, draft_tokens: object, *, distinct_siblings: bool) -> TreeShape:
@@ -108,7 +108,7 @@ class TreeVerdict(NamedTuple):
     accepted_nodes: mx.array
     """`[D]` int32: the accepted path's nodes from the root down, -1 past `num_accepted`."""
     next_token: mx.array
-    """The token after the path, a 0-d int32: a draw from the residual at the last node."""
+    """The token after the path, a 0-d int32, drawn from the residual at the last node."""
 
 
 def _proposal(scheme: TreeScheme, q: mx.array, tokens: Sequence[int], j: int) -> mx.array:
@@ -236,11 +236,11 @@ class TreeKeys(NamedTuple):
     """The keys of every uniform a tree round may read, in `verify_tree`'s layout."""
 
     draft: list[UniformKey]
-    """N keys: entry i draws node i's token (`DRAFT`, offset i)."""
+    """Entry i draws node i's token (`DRAFT`, offset i)."""
     accept: list[UniformKey]
-    """N keys: entry i is node i's accept test (`ACCEPT`, offset i)."""
+    """Entry i is node i's accept test (`ACCEPT`, offset i)."""
     sample: list[UniformKey]
-    """D + 1 keys: entry d draws the token after a path of length d, at output position
+    """Entry d (of D + 1) draws the token after a path of length d, at output position
     round_position + d (`SAMPLE`, keyed by that absolute position)."""
 
 
