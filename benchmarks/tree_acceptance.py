@@ -17,8 +17,12 @@ other filter) give, averaged over the positions and for n drafts at the node:
   the target's mass on them;
 - alpha*: the ceiling of any lossless verifier of n i.i.d. drafts, `multi_draft_ceiling`.
 
-Drafts without replacement (RSD) have no closed form here (a sum over the draw orders) and
-no column. Every figure is computed exactly from the models' float32 laws; nothing is
+- RSD, n = 2: two drafts without replacement under recursive rejection with q renormalised,
+  ``sum min(p, q) + sum_x0 (q(x0) - p(x0))_+ sum_{x1 != x0} min(q(x1) / (1 - q(x0)), r1(x1))``
+  with r1 the residual of p after q (it does not depend on x0); checked at the first
+  positions against the sum over every ordered pair of drafts. Larger n: no column.
+
+Every figure is computed exactly from the models' float32 laws; nothing is
 sampled, so a rerun on the same machine prints the same table.
 """
 
@@ -46,6 +50,39 @@ from specaccept import (  # noqa: E402
 from specaccept.demo import corpus_path  # noqa: E402
 
 WIDTHS = (1, 2, 3, 4)
+CHECKED_POSITIONS = 4
+
+
+def rsd_two(p: mx.array, q: mx.array) -> mx.array:
+    """`[P]`: what a node accepts with two drafts without replacement, per position."""
+    first = mx.minimum(p, q).sum(axis=-1)
+    excess = mx.maximum(p - q, 0.0)
+    mass = excess.sum(axis=-1, keepdims=True)
+    r1 = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), p)
+    left = mx.maximum(1.0 - q, 1e-30)[..., :, None]  # [P, x0, 1]
+    second = mx.minimum(q[..., None, :] / left, r1[..., None, :])  # [P, x0, x1]
+    vocab = p.shape[-1]
+    second = mx.where(mx.eye(vocab, dtype=mx.bool_), 0.0, second).sum(axis=-1)
+    return first + (mx.maximum(q - p, 0.0) * second).sum(axis=-1)
+
+
+def rsd_two_by_enumeration(p: list[float], q: list[float]) -> float:
+    """The same, summed over every ordered pair (x0, x1) of drafts, in float64."""
+    total = 0.0
+    for x0, q0 in enumerate(q):
+        if q0 == 0:
+            continue
+        a0 = min(1.0, p[x0] / q0)
+        total += q0 * a0
+        r = [max(a - b, 0.0) for a, b in zip(p, q, strict=True)]
+        mass = sum(r)
+        r = [x / mass for x in r] if mass > 0 else list(p)
+        for x1, q1 in enumerate(q):
+            if x1 == x0 or q1 == 0 or r[x1] == 0:
+                continue
+            renormalised = q1 / (1.0 - q0)
+            total += q0 * (1 - a0) * renormalised * min(1.0, r[x1] / renormalised)
+    return total
 
 
 WINDOW = 256
@@ -72,16 +109,24 @@ def laws(positions: int, temperature: float) -> tuple[mx.array, mx.array]:
 def table(positions: int, temperature: float) -> list[str]:
     p, q = laws(positions, temperature)
     lines = [f"temperature {temperature}, {p.shape[0]} positions, V = {p.shape[1]}:", "",
-             "| n | chain (sum min) | RRS, n i.i.d. | top-n candidates | alpha* |",
-             "| - | --------------- | ------------- | ---------------- | ------ |"]
+             "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement | "
+             "top-n candidates | alpha* |",
+             "| - | --------------- | ------------- | -------------------------- | "
+             "---------------- | ------ |"]
     chain = mx.minimum(p, q).sum(axis=-1).mean().item()
+    rsd = rsd_two(p, q)
+    for i in range(min(CHECKED_POSITIONS, p.shape[0])):
+        alone = rsd_two_by_enumeration(p[i].tolist(), q[i].tolist())  # type: ignore[arg-type]
+        if abs(rsd[i].item() - alone) > 1e-5:
+            raise SystemExit(f"RSD at position {i}: {rsd[i].item()} by formula, {alone} summed")
     order = mx.argsort(-q, axis=-1)
     for n in WIDTHS:
         rrs = mx.stack([iid_siblings_acceptance(p[i], q[i], n) for i in range(p.shape[0])])
         ceiling = mx.stack([multi_draft_ceiling(p[i], q[i], n) for i in range(p.shape[0])])
         top = mx.take_along_axis(p, order[:, :n], axis=-1).sum(axis=-1)
         mx.eval(rrs, ceiling, top)
-        lines.append(f"| {n} | {chain:.4f} | {rrs.mean().item():.4f} | "
+        wor = {1: f"{chain:.4f}", 2: f"{rsd.mean().item():.4f}"}.get(n, "")
+        lines.append(f"| {n} | {chain:.4f} | {rrs.mean().item():.4f} | {wor} | "
                      f"{top.mean().item():.4f} | {ceiling.mean().item():.4f} |")
     return lines
 

@@ -22,7 +22,7 @@ RUNS = {
                           "| target | 5 |"),
     "dry.py": (["--lengths", "64", "--repeats", "1", "--quadratic-repeats", "1"], "| 64 |"),
     "tree_acceptance.py": (["--positions", "16", "--temperatures", "1.0"],
-                           "| n | chain (sum min) | RRS, n i.i.d. | top-n candidates | alpha* |"),
+                           "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement |"),
 }
 
 
