@@ -41,6 +41,7 @@ JOINT = "impl/specaccept/core/joint.py"
 DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
+TREE = "impl/specaccept/core/tree.py"
 
 
 @dataclass(frozen=True)
@@ -877,5 +878,69 @@ MUTANTS: tuple[Mutant, ...] = (
         "draft_probs.append(mx.softmax(logits.astype(mx.float32), axis=-1))",
         "raw logits' softmax used as q while the draft was drawn from the filtered law",
         vectors=False,
+    ),
+    # --- tree verification -------------------------------------------------------------
+    mutant(
+        "tree-without-replacement-verified-as-iid", TREE,
+        "if scheme is TreeScheme.IID or j == 0:",
+        "if scheme is not TreeScheme.DETERMINISTIC or j == 0:",
+        "drafts without replacement verified with SpecInfer's rule: q not renormalised",
+    ),
+    mutant(
+        "tree-candidates-verified-as-drawn", TREE,
+        "    if scheme is TreeScheme.DETERMINISTIC:\n        return (mx.arange",
+        "    if scheme is TreeScheme.DETERMINISTIC and False:\n        return (mx.arange",
+        "deterministic candidates tested against a law (p/q) instead of their one-hot proposal",
+    ),
+    mutant(
+        "tree-final-draw-reuses-accept-coin", TREE,
+        "row_uniforms = sample_u[mx.array(shape.depths, dtype=mx.int32)]",
+        "row_uniforms = mx.stack([accept_u[kids[-1]] if kids else sample_u[d]\n"
+        "                             for kids, d in zip(shape.children, shape.depths)])",
+        "SGLang PR #7207: the next token drawn with the last rejected sibling's accept coin",
+    ),
+    mutant(
+        "tree-zero-mass-accepted-at-coin-zero", TREE,
+        "accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)",
+        "accepted = accept_u[child] * q_x <= r_x",
+        "SGLang #35771: a draft the residual excludes passes its test at coin 0",
+    ),
+    mutant(
+        "tree-rejection-keeps-p", TREE,
+        "            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n"
+        "        chosen_rows.append(chosen)",
+        "            r = mx.where(mass > 0, r, r)\n"
+        "        chosen_rows.append(chosen)",
+        "a rejected sibling leaves the target's law unchanged: later siblings and the draw read p",
+    ),
+    mutant(
+        "tree-last-passing-sibling-wins", TREE,
+        "chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)",
+        "chosen = mx.where(accepted, child, chosen)",
+        "the walk descends into the last sibling that passes, not the first",
+    ),
+    mutant(
+        "tree-duplicate-siblings-allowed", TREE,
+        "distinct_siblings=scheme is not TreeScheme.IID)",
+        "distinct_siblings=scheme is TreeScheme.DETERMINISTIC)",
+        "repeated siblings accepted without replacement: the repeat's q_j(x) = 0 always passes",
+    ),
+    mutant(
+        "ceiling-ignores-the-draft-count", TREE,
+        "return (p_prefix + 1.0 - q_prefix**num_drafts).min()",
+        "return (p_prefix + 1.0 - q_prefix).min()",
+        "the multi-draft ceiling computed as the single-draft sum min(p, q), whatever n",
+    ),
+    mutant(
+        "ceiling-sorted-descending", TREE,
+        "order = mx.argsort(ratio)",
+        "order = mx.argsort(-ratio)",
+        "the ceiling's prefixes taken in decreasing p/q: a minimum over the wrong sets",
+    ),
+    mutant(
+        "iid-acceptance-keeps-p", TREE,
+        "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
+        "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
+        "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
     ),
 )

@@ -21,6 +21,8 @@ RUNS = {
     "forward_shapes.py": (["--random-pair", "small", "--steps", "2", "--prompt-length", "8"],
                           "| target | 5 |"),
     "dry.py": (["--lengths", "64", "--repeats", "1", "--quadratic-repeats", "1"], "| 64 |"),
+    "tree_acceptance.py": (["--positions", "16", "--temperatures", "1.0"],
+                           "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement |"),
 }
 
 

@@ -375,6 +375,15 @@ ORIGINAL: dict[str, Callable[..., Any]] = {
     )
 }
 
+def tree_proposal_as_drawn(scheme: str, q: Any, tokens: Any, j: int) -> Any:
+    """Every sibling tested against the drafter's q itself: RSD's drafts as if i.i.d., and
+    deterministic candidates against a law instead of their one-hot."""
+    return ORIGINAL_TREE_PROPOSAL("iid", q, tokens, j)
+
+
+ORIGINAL_TREE_PROPOSAL: Callable[..., Any] = port.tree_proposal
+
+
 GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("greedy-argmax emits a draw", "verify", greedy_as_a_draw, "verify_draft_token",
      {"greedy_is_argmax_not_a_draw", "greedy_rejects_what_a_draw_accepts"}),
@@ -452,6 +461,8 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
      joint_with(placeholder_excluded=True), "verify_drafts_jointly",
      {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
+    ("tree siblings tested against q as drawn", "tree_proposal", tree_proposal_as_drawn,
+     "verify_tree", {"without_replacement_renormalises_q", "candidates_are_one_hot"}),
 ]
 
 
