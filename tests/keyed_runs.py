@@ -37,9 +37,7 @@ from synthetic_models import LogitsFn, SyntheticLM
 __all__ = [
     "SMALL_K",
     "SMALL_LENGTH",
-    "SMALL_P",
     "SMALL_PROMPT",
-    "SMALL_Q",
     "SMALL_VOCAB",
     "chi_square",
     "generator_counts",
@@ -47,6 +45,8 @@ __all__ = [
     "noncentral_power",
     "position_keyed",
     "sequences",
+    "small_drafter",
+    "small_target",
 ]
 
 
@@ -129,8 +129,18 @@ def noncentral_power(
 SMALL_VOCAB, SMALL_K, SMALL_LENGTH, SMALL_PROMPT = 2, 2, 3, [0]
 """The smallest setup on which position keys bias block verification: target logits (0, 0),
 drafter logits (ln 3, 0), temperature 1, k = 2, three tokens."""
-SMALL_P: Dist = (Fraction(1, 2), Fraction(1, 2))
-SMALL_Q: Dist = (Fraction(3, 4), Fraction(1, 4))
+
+
+def small_target(context: Tokens) -> Dist:
+    """The smallest setup's target law, whatever the context: softmax of (0, 0)."""
+    del context
+    return (Fraction(1, 2), Fraction(1, 2))
+
+
+def small_drafter(context: Tokens) -> Dist:
+    """The smallest setup's drafter law, whatever the context: softmax of (ln 3, 0)."""
+    del context
+    return (Fraction(3, 4), Fraction(1, 4))
 
 
 def _main() -> None:
@@ -146,15 +156,10 @@ def _main() -> None:
     alpha = 1e-4
     target, drafter = constant_logits([0.0, 0.0]), constant_logits([math.log(3.0), 0.0])
 
-    def p_law(context: Tokens) -> Dist:
-        del context
-        return SMALL_P
-
-    def q_law(context: Tokens) -> Dist:
-        del context
-        return SMALL_Q
-
-    null = target_law(p_law, tuple(SMALL_PROMPT), SMALL_LENGTH)
+    null = target_law(small_target, tuple(SMALL_PROMPT), SMALL_LENGTH)
+    small_setup = (small_target, small_drafter, SMALL_PROMPT, SMALL_K, SMALL_LENGTH)
+    _, power = noncentral_power(null, run_law(AcceptanceRule.BLOCK, *small_setup, position_keyed),
+                                seeds, alpha)
     critical = float(stats.chi2.isf(alpha, len(null) - 1))
     print("Produced by:\n\n```sh\npython tests/keyed_runs.py" +
           (f" {seeds}" if len(sys.argv) > 1 else "") + "\n```\n")
@@ -174,11 +179,7 @@ def _main() -> None:
         ("sampler-match", "round keys (the library)", round_keys),
     ]
     for rule, label, keying in runs:
-        law = run_law(AcceptanceRule(rule), p_law, q_law, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
-                      keying)
-        wrong = run_law(AcceptanceRule.BLOCK, p_law, q_law, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
-                        position_keyed)
-        _, power = noncentral_power(null, wrong, seeds, alpha)
+        law = run_law(AcceptanceRule(rule), *small_setup, keying)
         start = time.perf_counter()
         with pytest.MonkeyPatch.context() as patch:
             counts = generator_counts(

@@ -52,13 +52,13 @@ from scipy import stats
 from keyed_runs import (
     SMALL_K,
     SMALL_LENGTH,
-    SMALL_P,
     SMALL_PROMPT,
-    SMALL_Q,
     chi_square,
     generator_counts,
     noncentral_power,
     sequences,
+    small_drafter,
+    small_target,
 )
 from specaccept import AcceptanceRule
 from specaccept.core.randomness import round_keys
@@ -128,14 +128,7 @@ def test_the_library_keys_make_every_rule_emit_the_target_law_exactly(rule: Rule
 
 def test_position_keys_bias_block_verification_by_the_stated_law() -> None:
     # The setup the bias was found on: p = (1/2, 1/2), q = (3/4, 1/4), k = 2, three tokens.
-    def p(context: Tokens) -> Dist:
-        del context
-        return SMALL_P
-
-    def q(context: Tokens) -> Dist:
-        del context
-        return SMALL_Q
-
+    p, q = small_target, small_drafter
     law = run_law(AcceptanceRule.BLOCK, p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
                   position_keyed)
     expected = [Fraction(1, 8)] * 4 + [Fraction(9, 80)] * 2 + [Fraction(11, 80)] * 2
