@@ -41,6 +41,7 @@ JOINT = "impl/specaccept/core/joint.py"
 DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
+CONFORMANCE_CHECKS = "impl/specaccept/shell/conformance/checks.py"
 
 
 @dataclass(frozen=True)
@@ -760,6 +761,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "draft_probs.append(q)",
         "draft_probs.append(mx.softmax(logits.astype(mx.float32), axis=-1))",
         "raw logits' softmax used as q while the draft was drawn from the filtered law",
+        vectors=False,
+    ),
+    # --- the conformance kit -----------------------------------------------------------
+    mutant(
+        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_CHECKS,
+        "cells = [(i, 0) for i in range(k)] + [(kept, 1)]",
+        "cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]",
+        "block verification's tests counted as read only up to its kept length, as if it "
+        "stopped at the first failure (the mistake behind position keying): the fresh check "
+        "misses a position-keyed block engine's re-read tests",
         vectors=False,
     ),
 )
