@@ -42,6 +42,7 @@ DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
+CONFORMANCE_CHECKS = "impl/specaccept/shell/conformance/checks.py"
 
 
 @dataclass(frozen=True)
@@ -942,5 +943,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
         "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
         "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
+    # --- the conformance kit -----------------------------------------------------------
+    mutant(
+        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_CHECKS,
+        "cells = [(i, 0) for i in range(k)] + [(kept, 1)]",
+        "cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]",
+        "block verification's tests counted as read only up to its kept length, as if it "
+        "stopped at the first failure (the mistake behind position keying): the fresh check "
+        "misses a position-keyed block engine's re-read tests",
+        vectors=False,
     ),
 )
