@@ -943,6 +943,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
         "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
         "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
+    ),
     # --- the conformance kit -----------------------------------------------------------
     mutant(
         "fresh-reads-block-tests-to-kept-length", CONFORMANCE_CHECKS,
