@@ -14,7 +14,10 @@ Fails, naming the page and the offending resource or text, when
   pair) in its visible text outside code and outside the math elements MathJax typesets,
   or a dollar sign right beside a math element (a ``$$`` block MyST typeset but whose
   delimiters still show);
-- a page holds math elements but loads no MathJax from the build directory.
+- a page holds math elements but loads no MathJax from the build directory;
+- a plain ``<a>`` link to a data file of the site (a relative ``.json`` or ``.py`` path, the
+  golden vectors and their generator) names a file the build does not hold: a porter would
+  follow it to nothing.
 
 A reader offline, or behind a proxy, then sees every page as the build wrote it.
 """
@@ -54,6 +57,8 @@ CSS_URL = re.compile(r"""url\(\s*(?P<quote>['"]?)(?P<url>.*?)(?P=quote)\s*\)""",
 CSS_IMPORT = re.compile(r"""@import\s+(?P<quote>['"])(?P<url>.*?)(?P=quote)""", re.IGNORECASE)
 CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 MATHJAX = re.compile(r"(^|/)mathjax/[^/]*\.js$")
+# Relative links to these are downloads the build must ship (the golden vectors).
+DATA_FILE = re.compile(r"\.(json|py)$")
 
 
 def outside_reference(url: str, referrer: Path, root: Path) -> str | None:
@@ -118,6 +123,11 @@ def page_problems(page: Path, root: Path) -> list[str]:
                 urls = srcset_urls(value) if attribute == "srcset" else [value]
                 for url in urls:
                     check(url, f"<{name} {attribute}>")
+    for anchor in soup.find_all("a", href=True):
+        href = str(anchor["href"])
+        parts = urlsplit(href)
+        if not parts.scheme and not parts.netloc and DATA_FILE.search(parts.path):
+            check(href, "<a href>")
     for style in soup.find_all("style"):
         for url in css_urls(style.get_text()):
             check(url, "<style>")

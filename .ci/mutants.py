@@ -41,6 +41,8 @@ JOINT = "impl/specaccept/core/joint.py"
 DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
+TREE = "impl/specaccept/core/tree.py"
+CONFORMANCE_CHECKS = "impl/specaccept/shell/conformance/checks.py"
 
 
 @dataclass(frozen=True)
@@ -849,6 +851,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "if array.dtype not in (mx.float32, mx.float16, mx.bfloat16):",
         "half-precision probabilities accepted: small ratios underflow to certain accepts",
     ),
+    # --- choices a port written from spec/ once got past the vectors ------------------------
+    mutant(
+        "probabilities-accept-float64", VALIDATION,
+        "if array.dtype != mx.float32:",
+        "if array.dtype not in (mx.float32, mx.float64):",
+        "float64 probabilities accepted: the rules run at a precision nothing specifies",
+    ),
+    mutant(
+        "draw-divides-by-total", SAMPLING,
+        "eligible = mx.logical_and(partial_sums > target, positive)",
+        "eligible = mx.logical_and(partial_sums / partial_sums[..., -1:] > u[..., None], "
+        "positive)",
+        "S_i / S > u instead of S_i > u * S: other float32 breakpoints on grid uniforms",
+    ),
+    mutant(
+        "joint-zero-residual-keeps-nothing", JOINT,
+        "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)",
+        "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 0.0)",
+        "h_i = 0 instead of 1 where Z_i = 0 and w_i = 1: a prefix is dropped when the next "
+        "draft is excluded",
+    ),
+    mutant(
+        "joint-q-zero-reset-is-one", JOINT,
+        "reset = mx.abs(log_ratio).sum() + 1.0",
+        "reset = mx.array(1.0)",
+        "a q = 0 draft adds log ratio 1, not more than any deficit: w does not return to 1",
+    ),
+    mutant(
+        "joint-log-of-ratio", JOINT,
+        "mx.log(mx.where(finite, p_drafted, 1.0))\n"
+        "                         - mx.log(mx.where(finite, q_drafted, 1.0))",
+        "mx.log(mx.where(finite, p_drafted, 1.0)\n"
+        "                                / mx.where(finite, q_drafted, 1.0))",
+        "log(p / q) instead of log p - log q: p / q overflows for a subnormal q and w turns NaN",
+    ),
     # --- the shell ---------------------------------------------------------------------
     mutant(
         "penalties-ignore-drafts", GENERATOR,
@@ -862,6 +899,80 @@ MUTANTS: tuple[Mutant, ...] = (
         "draft_probs.append(q)",
         "draft_probs.append(mx.softmax(logits.astype(mx.float32), axis=-1))",
         "raw logits' softmax used as q while the draft was drawn from the filtered law",
+        vectors=False,
+    ),
+    # --- tree verification -------------------------------------------------------------
+    mutant(
+        "tree-without-replacement-verified-as-iid", TREE,
+        "if scheme is TreeScheme.IID or j == 0:",
+        "if scheme is not TreeScheme.DETERMINISTIC or j == 0:",
+        "drafts without replacement verified with SpecInfer's rule: q not renormalised",
+    ),
+    mutant(
+        "tree-candidates-verified-as-drawn", TREE,
+        "    if scheme is TreeScheme.DETERMINISTIC:\n        return (mx.arange",
+        "    if scheme is TreeScheme.DETERMINISTIC and False:\n        return (mx.arange",
+        "deterministic candidates tested against a law (p/q) instead of their one-hot proposal",
+    ),
+    mutant(
+        "tree-final-draw-reuses-accept-coin", TREE,
+        "row_uniforms = sample_u[mx.array(shape.depths, dtype=mx.int32)]",
+        "row_uniforms = mx.stack([accept_u[kids[-1]] if kids else sample_u[d]\n"
+        "                             for kids, d in zip(shape.children, shape.depths)])",
+        "SGLang PR #7207: the next token drawn with the last rejected sibling's accept coin",
+    ),
+    mutant(
+        "tree-zero-mass-accepted-at-coin-zero", TREE,
+        "accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)",
+        "accepted = accept_u[child] * q_x <= r_x",
+        "SGLang #35771: a draft the residual excludes passes its test at coin 0",
+    ),
+    mutant(
+        "tree-rejection-keeps-p", TREE,
+        "            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n"
+        "        chosen_rows.append(chosen)",
+        "            r = mx.where(mass > 0, r, r)\n"
+        "        chosen_rows.append(chosen)",
+        "a rejected sibling leaves the target's law unchanged: later siblings and the draw read p",
+    ),
+    mutant(
+        "tree-last-passing-sibling-wins", TREE,
+        "chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)",
+        "chosen = mx.where(accepted, child, chosen)",
+        "the walk descends into the last sibling that passes, not the first",
+    ),
+    mutant(
+        "tree-duplicate-siblings-allowed", TREE,
+        "distinct_siblings=scheme is not TreeScheme.IID)",
+        "distinct_siblings=scheme is TreeScheme.DETERMINISTIC)",
+        "repeated siblings accepted without replacement: the repeat's q_j(x) = 0 always passes",
+    ),
+    mutant(
+        "ceiling-ignores-the-draft-count", TREE,
+        "return (p_prefix + 1.0 - q_prefix**num_drafts).min()",
+        "return (p_prefix + 1.0 - q_prefix).min()",
+        "the multi-draft ceiling computed as the single-draft sum min(p, q), whatever n",
+    ),
+    mutant(
+        "ceiling-sorted-descending", TREE,
+        "order = mx.argsort(ratio)",
+        "order = mx.argsort(-ratio)",
+        "the ceiling's prefixes taken in decreasing p/q: a minimum over the wrong sets",
+    ),
+    mutant(
+        "iid-acceptance-keeps-p", TREE,
+        "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
+        "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
+        "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
+    ),
+    # --- the conformance kit -----------------------------------------------------------
+    mutant(
+        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_CHECKS,
+        "cells = [(i, 0) for i in range(k)] + [(kept, 1)]",
+        "cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]",
+        "block verification's tests counted as read only up to its kept length, as if it "
+        "stopped at the first failure (the mistake behind position keying): the fresh check "
+        "misses a position-keyed block engine's re-read tests",
         vectors=False,
     ),
 )

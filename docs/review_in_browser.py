@@ -6,7 +6,8 @@ is a manual review, not a CI step):
 
     python docs/review_in_browser.py docs/_build/html OUT_DIR
 
-1. Screenshots of the index, a proof, the ceiling table, the results and the porting guide
+1. Screenshots of the index, start here, two proofs, a spec page, the ceiling table, the
+   results, the porting guide, the API and CLI references
    at 1280 px (desktop) and 390 px (phone) wide, into OUT_DIR, for a person to look at.
 2. For every page (the highlighted sources under ``_modules/`` aside), the DOM after the
    page's scripts ran: each math element must hold a MathJax ``mjx-container``, no
@@ -30,7 +31,8 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 
-PAGES = ("index", "proofs/single_position", "ceiling", "results", "porting")
+PAGES = ("index", "start_here", "proofs/single_position", "proofs/block_verification",
+         "spec/rewind_trim", "ceiling", "results", "porting", "api", "generator")
 WIDTHS = (1280, 390)
 HEIGHT = 2400
 OFFLINE_FLAGS = (

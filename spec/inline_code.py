@@ -17,7 +17,10 @@ as a fenced block announced by a marker line naming the file and the top-level o
     ```
 
 The block is the object's exact source lines (decorators included), found with `ast`, so the
-script needs no import of the library. A marker with no block after it gets one. The marker is
+script needs no import of the library. A module-level constant is an object too: its
+assignment and the docstring string that follows it. One marker may name several objects of
+the file, separated by spaces (a page's constants, say); their sources follow one another in
+one block. A marker with no block after it gets one. The marker is
 an HTML comment: invisible where the page is rendered, by a code host or by Sphinx.
 tests/test_spec_pages.py fails if any block differs from impl/.
 """
@@ -33,7 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
-MARKER = re.compile(r"^<!-- normative: (?P<path>\S+) (?P<name>[A-Za-z_][A-Za-z0-9_]*) -->$")
+MARKER = re.compile(
+    r"^<!-- normative: (?P<path>\S+) (?P<names>[A-Za-z_][A-Za-z0-9_]*(?: [A-Za-z_][A-Za-z0-9_]*)*)"
+    r" -->$"
+)
 FENCE = "```"
 
 
@@ -41,20 +47,43 @@ class MarkerError(ValueError):
     """A marker names a file or an object that does not exist."""
 
 
+def assigned_name(node: ast.stmt) -> str | None:
+    """The name a module-level ``NAME = ...`` or ``NAME: T = ...`` binds, else None."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        return target.id if isinstance(target, ast.Name) else None
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id
+    return None
+
+
+def is_docstring(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str))
+
+
 def object_source(path: Path, name: str) -> str:
-    """The source lines of the top-level function or class `name` of `path`, decorators included."""
+    """The source lines of the top-level function, class or constant `name` of `path`:
+    decorators included, and a constant's docstring (the string right after it) too."""
     if not path.is_file():
         raise MarkerError(f"{path} does not exist")
     text = path.read_text("utf-8")
     lines = text.splitlines()
-    for node in ast.parse(text).body:
+    body = ast.parse(text).body
+    for index, node in enumerate(body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
             node.name == name
         ):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             assert node.end_lineno is not None
             return "\n".join(lines[first - 1 : node.end_lineno]) + "\n"
-    raise MarkerError(f"{name} is not a top-level function or class of {path}")
+        if assigned_name(node) == name:
+            last = node
+            if index + 1 < len(body) and is_docstring(body[index + 1]):
+                last = body[index + 1]
+            assert last.end_lineno is not None
+            return "\n".join(lines[node.lineno - 1 : last.end_lineno]) + "\n"
+    raise MarkerError(f"{name} is not a top-level function, class or constant of {path}")
 
 
 def inline(page_text: str, root: Path = ROOT) -> tuple[str, list[str]]:
@@ -73,8 +102,8 @@ def inline(page_text: str, root: Path = ROOT) -> tuple[str, list[str]]:
         match = MARKER.match(line.rstrip("\n"))
         if match is None:
             continue
-        path, name = match["path"], match["name"]
-        source = object_source(root / path, name)
+        path, name = match["path"], match["names"]
+        source = "".join(object_source(root / path, one) for one in name.split())
         old = None
         if i < len(lines) and lines[i].rstrip("\n") == FENCE + "python":
             end = i + 1
@@ -91,12 +120,12 @@ def inline(page_text: str, root: Path = ROOT) -> tuple[str, list[str]]:
 
 
 def markers(page_text: str) -> list[tuple[str, str]]:
-    """The (path, object) of every normative marker of a page, in order."""
+    """The (path, object) of every object a normative marker of a page names, in order."""
     found = []
     for line in page_text.splitlines():
         match = MARKER.match(line)
         if match is not None:
-            found.append((match["path"], match["name"]))
+            found += [(match["path"], name) for name in match["names"].split()]
     return found
 
 

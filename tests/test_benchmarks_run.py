@@ -24,6 +24,8 @@ RUNS = {
                              "--iterations", "1", "--skip-crash-check"],
                             "| sampler-match, fused uncompiled |"),
     "dry.py": (["--lengths", "64", "--repeats", "1", "--quadratic-repeats", "1"], "| 64 |"),
+    "tree_acceptance.py": (["--positions", "16", "--temperatures", "1.0"],
+                           "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement |"),
 }
 
 

@@ -6,11 +6,12 @@ single-round test can see it. Each test here runs `SpeculativeGenerator` over ma
 seeds, counts its first three tokens (two or three rounds a seed) and applies
 Pearson's chi-square against the target's exact law (7 d.o.f., alpha = 1e-4).
 
-Power is computed, not assumed: `keyed_runs.run_law` enumerates, in rationals, the law
-a generator keyed wrongly emits, and the noncentral chi-square gives the test's power
-against it at the test's size (asserted > 0.99). Each wrong keying is then run through
-the real generator (its `round_uniforms` replaced) and must be rejected. The nearest
-wrong keying per rule is one that breaks that rule:
+Power is computed, not assumed: `proofs.exact_runs.run_law` (lemma 10's enumerator)
+gives, in rationals, the law a generator keyed wrongly emits, and the noncentral
+chi-square gives the test's power against it at the test's size (asserted > 0.99).
+Each wrong keying is then run through the real generator (its `round_uniforms`
+replaced) and must be rejected. The nearest wrong keying per rule is one that breaks
+that rule:
 
 - block verification: every slot keyed by absolute position (the old keying), whose
   next round re-reads the tests its kept length read;
@@ -34,26 +35,32 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from proofs.exact_runs import (
+    Dist,
+    Keying,
+    Law,
+    Tokens,
+    accept_keyed_by_offset,
+    position_keyed,
+    run_law,
+    sample_keyed_by_offset,
+    target_law,
+    total_variation,
+)
 from scipy import stats
 
 from keyed_runs import (
     SMALL_K,
     SMALL_LENGTH,
-    SMALL_P,
     SMALL_PROMPT,
-    SMALL_Q,
-    Dist,
-    Keying,
-    accept_keyed_by_offset,
     chi_square,
     generator_counts,
     noncentral_power,
-    position_keyed,
-    run_law,
-    sample_keyed_by_offset,
     sequences,
-    target_run_law,
+    small_drafter,
+    small_target,
 )
+from specaccept import AcceptanceRule
 from specaccept.core.randomness import round_keys
 from specaccept.shell.generator import RuleChoice
 from synthetic_models import constant_logits, markov2_logits
@@ -70,11 +77,11 @@ AFTER = {0: (Fraction(5, 8), Fraction(3, 8)), 1: (Fraction(1, 4), Fraction(3, 4)
 DRAFT: Dist = (Fraction(1, 4), Fraction(3, 4))
 
 
-def _target(context: tuple[int, ...]) -> Dist:
+def _target(context: Tokens) -> Dist:
     return AFTER[context[-1]]
 
 
-def _drafter(context: tuple[int, ...]) -> Dist:
+def _drafter(context: Tokens) -> Dist:
     del context
     return DRAFT
 
@@ -87,7 +94,7 @@ def _logits(law: Dist) -> list[float]:
 TABLE = np.array([[[float(x) for x in AFTER[0]], [float(x) for x in AFTER[1]]]] * VOCAB)
 TARGET_LOGITS = markov2_logits(TABLE)
 DRAFT_LOGITS = constant_logits(_logits(DRAFT))
-NULL = target_run_law(_target, PROMPT, LENGTH)
+NULL = target_law(_target, tuple(PROMPT), LENGTH)
 
 WRONG: dict[RuleChoice, tuple[str, Keying]] = {
     "block": ("position keys", position_keyed),
@@ -97,8 +104,8 @@ WRONG: dict[RuleChoice, tuple[str, Keying]] = {
 RULES: list[RuleChoice] = ["block", "stochastic", "sampler-match"]
 
 
-def _law(rule: RuleChoice, keying: Keying) -> dict[tuple[int, ...], Fraction]:
-    return run_law(rule, _target, _drafter, PROMPT, K, LENGTH, keying)
+def _law(rule: RuleChoice, keying: Keying) -> Law:
+    return run_law(AcceptanceRule(rule), _target, _drafter, PROMPT, K, LENGTH, keying)
 
 
 def _counts(rule: RuleChoice, monkeypatch: pytest.MonkeyPatch,
@@ -121,22 +128,15 @@ def test_the_library_keys_make_every_rule_emit_the_target_law_exactly(rule: Rule
 
 def test_position_keys_bias_block_verification_by_the_stated_law() -> None:
     # The setup the bias was found on: p = (1/2, 1/2), q = (3/4, 1/4), k = 2, three tokens.
-    def p(context: tuple[int, ...]) -> Dist:
-        del context
-        return SMALL_P
-
-    def q(context: tuple[int, ...]) -> Dist:
-        del context
-        return SMALL_Q
-
-    law = run_law("block", p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, position_keyed)
+    p, q = small_target, small_drafter
+    law = run_law(AcceptanceRule.BLOCK, p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH,
+                  position_keyed)
     expected = [Fraction(1, 8)] * 4 + [Fraction(9, 80)] * 2 + [Fraction(11, 80)] * 2
     assert [law[run] for run in sequences(2, 3)] == expected
     # Position keys are harmless to the token-by-token rules: why their wrong keyings differ.
-    for rule in ("stochastic", "sampler-match"):
-        assert run_law(rule, p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, position_keyed) == \
-            target_run_law(p, SMALL_PROMPT, SMALL_LENGTH)
-    null = target_run_law(p, SMALL_PROMPT, SMALL_LENGTH)
+    null = target_law(p, tuple(SMALL_PROMPT), SMALL_LENGTH)
+    for rule in (AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH):
+        assert run_law(rule, p, q, SMALL_PROMPT, SMALL_K, SMALL_LENGTH, position_keyed) == null
     for seeds in (12_000, 24_000):
         noncentrality, power = noncentral_power(null, law, seeds, ALPHA)
         print(f"\nsmallest setup, block vs position keys, {seeds} seeds: lambda = "
@@ -153,7 +153,7 @@ def test_the_wrong_keying_of_each_rule_moves_its_law_and_the_test_has_the_power(
     wrong = _law(rule, keying)
     assert wrong != NULL
     noncentrality, power = noncentral_power(NULL, wrong, SEEDS, ALPHA)
-    tv = sum(abs(wrong.get(run, 0) - NULL[run]) for run in NULL) / 2
+    tv = total_variation(wrong, NULL)
     print(f"\n{rule} vs {label}: TV = {tv} = {float(tv):.4f}, {SEEDS} seeds, "
           f"lambda = {noncentrality:.1f}, power = {power:.6f}")
     assert power > 0.99

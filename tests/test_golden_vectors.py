@@ -54,6 +54,12 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
+from specaccept.core.tree import (
+    TreeScheme,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    verify_tree,
+)
 from specaccept.shell.seeded_run import seeded_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +85,8 @@ FAMILIES = (
     "position_uniform",
     "round_uniform",
     "seeded_run",
+    "verify_tree",
+    "tree_acceptance",
 )
 CONFIG_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repetition_context_size",
@@ -484,6 +492,33 @@ def replay_seeded_run(
             "num_accepted": r.num_accepted, "next_token": r.next_token} for r in rounds]
     return (same("tokens", [t for r in rounds for t in r.emitted], expected["tokens"])
             + same("rounds", got, expected["rounds"]))
+def replay_verify_tree(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    raw_scheme, raw_draft = inputs["scheme"], inputs["draft_probs"]
+    scheme: Any = TreeScheme(raw_scheme) if isinstance(raw_scheme, str) else raw_scheme
+    verdict = verify_tree(
+        scheme,
+        sequence_arg(inputs["parents"]), float_array(inputs["target_probs"], "target_probs"),
+        None if raw_draft is None else float_array(raw_draft, "draft_probs"),
+        sequence_arg(inputs["draft_tokens"]),
+        uniform_arg(inputs["accept_uniforms"], "accept_uniforms"),
+        uniform_arg(inputs["sample_uniforms"], "sample_uniforms"),
+    )
+    return (same("num_accepted", verdict.num_accepted.item(), expected["num_accepted"])
+            + same("accepted_nodes", verdict.accepted_nodes.tolist(), expected["accepted_nodes"])
+            + same("next_token", verdict.next_token.item(), expected["next_token"]))
+
+
+def replay_tree_acceptance(
+    inputs: dict[str, object], expected: dict[str, object], atol: float
+) -> Problems:
+    p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
+    n = value_arg(inputs["num_drafts"])
+    iid = iid_siblings_acceptance(p, q, n).item()
+    ceiling = multi_draft_ceiling(p, q, n).item()
+    return (close("iid_siblings_acceptance", iid, expected["iid_siblings_acceptance"], atol)
+            + close("multi_draft_ceiling", ceiling, expected["multi_draft_ceiling"], atol))
 
 
 REPLAYERS: dict[str, Replayer] = {
@@ -504,6 +539,8 @@ REPLAYERS: dict[str, Replayer] = {
     "position_uniform": replay_position_uniform,
     "round_uniform": replay_round_uniform,
     "seeded_run": replay_seeded_run,
+    "verify_tree": replay_verify_tree,
+    "tree_acceptance": replay_tree_acceptance,
 }
 
 
@@ -651,8 +688,9 @@ def test_committed_files_follow_the_json_schema() -> None:
 PAGES = sorted(SPEC.rglob("*.md"))
 DOCTEST_BLOCK = re.compile(r"^```\{doctest\}\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)]*)?\)")
-# sphinx.ext.doctest's default option flags.
-DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1
+# docs/conf.py's doctest_default_flags: sphinx.ext.doctest's defaults without
+# IGNORE_EXCEPTION_DETAIL, so the message of a Traceback example is checked, not only its type.
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.DONT_ACCEPT_TRUE_FOR_1
 
 
 def page_id(page: Path) -> str:

@@ -140,3 +140,12 @@ def test_the_command_exits_nonzero_and_names_the_problem(
 
 def test_an_empty_build_directory_is_an_error(tmp_path: Path) -> None:
     assert check_site.main([str(tmp_path)]) == 2
+
+
+def test_a_link_to_a_vector_file_the_build_lacks_fails(tmp_path: Path) -> None:
+    body = BODY + '<p><a href="spec/vectors/x.json">x.json</a></p>'
+    root = write_site(tmp_path, body=body)
+    assert any("spec/vectors/x.json" in p for p in check_site.site_problems(root))
+    (root / "spec" / "vectors").mkdir(parents=True)
+    (root / "spec" / "vectors" / "x.json").write_text("{}")
+    assert check_site.site_problems(root) == []

@@ -28,6 +28,8 @@ SPEC = ROOT / "spec"
 CORE = ROOT / "impl" / "specaccept" / "core"
 NOT_NORMATIVE = {"__init__.py"}
 """Core modules outside the contract: the package file."""
+CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
+"""A module-level constant (``__all__`` is not one): it is normative like the code reading it."""
 FUNCTION_PAGE_TITLE = re.compile(r"^# `[A-Za-z_][A-Za-z0-9_.]*`\s*$", re.MULTILINE)
 """The title of a page that specifies one function or class (STYLE: the heading is the name)."""
 
@@ -98,6 +100,9 @@ def normative_objects() -> set[tuple[str, str]]:
         for node in ast.parse(module.read_text("utf-8")).body:
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
                 found.add((path, node.name))
+            name = inline_code.assigned_name(node)
+            if name is not None and CONSTANT_NAME.match(name):
+                found.add((path, name))  # a constant the normative code reads
     return found
 
 
@@ -131,3 +136,26 @@ def test_a_missing_object_is_an_error(tmp_path: Path) -> None:
         inline_code.inline(
             "<!-- normative: impl/specaccept/core/sampling.py no_such_function -->\n", ROOT
         )
+
+
+def test_a_constant_is_shown_with_its_docstring() -> None:
+    source = inline_code.object_source(CORE / "draw_law.py", "_BISECTION_STEPS")
+    assert source.startswith("_BISECTION_STEPS = 25\n")
+    assert "Halvings" in source  # the docstring string after the assignment comes with it
+
+
+VECTOR_LINK = re.compile(r"\]\((?P<target>(?:vectors/)?[a-z_]+\.(?:json|py))\)")
+
+
+def test_every_vector_file_is_linked_from_the_schema_page() -> None:
+    # The site ships spec/vectors/ (docs/_ext/vectors_in_build.py); this page is its index.
+    text = (SPEC / "vectors" / "schema.md").read_text("utf-8")
+    linked = {m["target"] for m in VECTOR_LINK.finditer(text)}
+    files = {p.name for p in (SPEC / "vectors").glob("*.json")}
+    assert files - linked == set(), "add these files to schema.md's table of vector files"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(SPEC)))
+def test_vector_links_point_at_existing_files(page: Path) -> None:
+    for match in VECTOR_LINK.finditer(page.read_text("utf-8")):
+        assert (page.parent / match["target"]).is_file(), f"{page.name}: {match['target']}"

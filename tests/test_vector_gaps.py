@@ -258,7 +258,8 @@ def placeholder_replaced_from_the_residual(p: Any, q: Any, ids: Any) -> Any:
 
 def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
                last_keep_is_weight: bool = True,
-               placeholder_excluded: bool = False) -> Callable[..., Any]:
+               placeholder_excluded: bool = False,
+               zero_residual_keep: float = 1.0) -> Callable[..., Any]:
     """The port's block verification with one of its load-bearing details changed; with
     `placeholder_excluded`, a placeholder read as a draft of p = 0 instead of ending the round."""
 
@@ -278,7 +279,7 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
         mass = excess.sum(axis=-1, dtype=F32)
         denominator = mass[1:] + (F32(1) - weights[1:k])
         inner = np.where(denominator > 0, mass[1:] / np.where(denominator > 0, denominator, 1),
-                         F32(1))
+                         F32(zero_residual_keep))
         last = weights[k:] if last_keep_is_weight else np.ones(1, F32)
         keep = np.concatenate([inner, last]).astype(F32)
         passes = (keep > 0) & (u[:k, 0] <= keep)
@@ -299,6 +300,49 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
         return port.JointVerdict(num, token, law)
 
     return verify
+
+
+def draw_dividing_by_total(probs: Any, u: Any) -> Any:
+    """The draw written S_i / S > u instead of S_i > u * S."""
+    probs = port.require_probabilities("probs", probs, (1, 2))
+    uniforms = port.uniform("u", u, probs.shape[:-1])
+    partial = np.cumsum(probs, axis=-1, dtype=F32)
+    eligible = ((partial / partial[..., -1:]).astype(F32) > uniforms[..., None]) & (probs > 0)
+    last = probs.shape[-1] - 1 - np.argmax((probs > 0)[..., ::-1], axis=-1)
+    return np.where(eligible.any(axis=-1), np.argmax(eligible, axis=-1), last).astype(np.int32)
+
+
+def float64_let_through(name: str, value: object, ndims: tuple[int, ...]) -> Any:
+    """The dtype check written as "float32 or float64"."""
+    array = port.require_array(name, value)
+    if array.dtype == np.float64:
+        return array
+    return ORIGINAL["require_probabilities"](name, value, ndims)
+
+
+def prefix_weights_with(*, reset_is_one: bool = False,
+                        log_of_ratio: bool = False) -> Callable[..., Any]:
+    """The port's prefix weights with the q = 0 reset or the log ratio written otherwise."""
+
+    def weights(p_drafted: Any, q_drafted: Any) -> Any:
+        excluded = p_drafted <= 0
+        unproposable = (q_drafted <= 0) & ~excluded
+        finite = ~(excluded | unproposable)
+        p_safe, q_safe = np.where(finite, p_drafted, F32(1)), np.where(finite, q_drafted, F32(1))
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            if log_of_ratio:
+                log_ratio = np.log((p_safe / q_safe).astype(F32))
+            else:
+                log_ratio = np.log(p_safe) - np.log(q_safe)
+            log_ratio = np.where(finite, log_ratio, F32(0)).astype(F32)
+            reset = F32(1) if reset_is_one else np.abs(log_ratio).sum(dtype=F32) + F32(1)
+            log_ratio = np.where(unproposable, reset, log_ratio).astype(F32)
+            sums = np.concatenate([np.zeros(1, F32), np.cumsum(log_ratio, dtype=F32)])
+            log_weights = sums - np.maximum.accumulate(sums)
+        dead = np.concatenate([[False], np.cumsum(excluded.astype(np.int32)) > 0])
+        return np.where(dead, F32(0), np.exp(log_weights)).astype(F32)
+
+    return weights
 
 
 def accept_and_draft_by_absolute_position(seed: int, start: int, k: int) -> Any:
@@ -327,9 +371,18 @@ KEYED_RUNS = {rule: {f"{rule}_k{k}_v{v}_context{c}" for k, c, v in ((2, 1, 3), (
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
         "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
-        "uniform", "run_uniforms", "draft_ids", "token_history",
+        "uniform", "require_probabilities", "run_uniforms", "draft_ids", "token_history",
     )
 }
+
+def tree_proposal_as_drawn(scheme: str, q: Any, tokens: Any, j: int) -> Any:
+    """Every sibling tested against the drafter's q itself: RSD's drafts as if i.i.d., and
+    deterministic candidates against a law instead of their one-hot."""
+    return ORIGINAL_TREE_PROPOSAL("iid", q, tokens, j)
+
+
+ORIGINAL_TREE_PROPOSAL: Callable[..., Any] = port.tree_proposal
+
 
 GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("greedy-argmax emits a draw", "verify", greedy_as_a_draw, "verify_draft_token",
@@ -371,6 +424,20 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
     ("block verification with h_k = 1", "verify_drafts_jointly",
      joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
+    ("block verification with h_i = 0 where Z_i = 0 and w_i = 1", "verify_drafts_jointly",
+     joint_with(zero_residual_keep=0.0), "verify_drafts_jointly",
+     {"zero_residual_keep_convention_is_one"}),
+    ("block verification's q = 0 reset is 1", "prefix_weights",
+     prefix_weights_with(reset_is_one=True), "verify_drafts_jointly",
+     {"q_zero_reset_outweighs_a_deep_deficit"}),
+    ("block verification takes log(p / q)", "prefix_weights",
+     prefix_weights_with(log_of_ratio=True), "verify_drafts_jointly",
+     {"log_ratio_of_a_subnormal_q"}),
+    ("the draw divides by the total", "sample_from_distribution", draw_dividing_by_total,
+     "sample_from_distribution", {"compares_partial_sums_with_u_times_total",
+                                  "compares_partial_sums_with_u_times_total_upwards"}),
+    ("float64 probabilities accepted", "require_probabilities", float64_let_through,
+     "sample_from_distribution", {"error_probs_float64"}),
     ("accept and draft keyed by absolute position", "run_uniforms",
      accept_and_draft_by_absolute_position, "seeded_run", set().union(*KEYED_RUNS.values())),
     ("the target's draw keyed by round", "run_uniforms", target_draw_by_round, "seeded_run",
@@ -394,6 +461,8 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
      joint_with(placeholder_excluded=True), "verify_drafts_jointly",
      {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
+    ("tree siblings tested against q as drawn", "tree_proposal", tree_proposal_as_drawn,
+     "verify_tree", {"without_replacement_renormalises_q", "candidates_are_one_hot"}),
 ]
 
 

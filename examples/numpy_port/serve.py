@@ -212,6 +212,21 @@ def position_uniform(i: dict[str, Any]) -> dict[str, Any]:
     return {"u": sp.position_uniform(value(i["seed"]), value(i["position"]), slot)}
 
 
+def verify_tree(i: dict[str, Any]) -> dict[str, Any]:
+    draft = None if i["draft_probs"] is None else floats(i["draft_probs"])
+    verdict = sp.verify_tree(value(i["scheme"]), sequence(i["parents"]),
+                             floats(i["target_probs"]), draft, sequence(i["draft_tokens"]),
+                             floats(i["accept_uniforms"]), floats(i["sample_uniforms"]))
+    return {"num_accepted": verdict.num_accepted, "accepted_nodes": verdict.accepted_nodes,
+            "next_token": verdict.next_token}
+
+
+def tree_acceptance(i: dict[str, Any]) -> dict[str, Any]:
+    p, q, n = floats(i["p"]), floats(i["q"]), value(i["num_drafts"])
+    return {"iid_siblings_acceptance": sp.iid_siblings_acceptance(p, q, n),
+            "multi_draft_ceiling": sp.multi_draft_ceiling(p, q, n)}
+
+
 HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sampler_config": sampler_config,
     "effective_token_distribution": effective_token_distribution,
@@ -228,6 +243,8 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "expected_speedup": expected_speedup,
     "grid_draw_counts": grid_draw_counts,
     "position_uniform": position_uniform,
+    "verify_tree": verify_tree,
+    "tree_acceptance": tree_acceptance,
 }
 
 

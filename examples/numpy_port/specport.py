@@ -857,3 +857,154 @@ def seeded_run(target_law: Any, draft_law: Any, prompt: object, rule: object,
         history += emitted
         position += len(emitted)
     return rounds
+# --- tree verification (verify_tree.md) ------------------------------------------------------
+
+TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
+
+
+class TreeVerdict(NamedTuple):
+    num_accepted: int
+    accepted_nodes: list[int]
+    next_token: int
+
+
+def tree_children(parents: object, draft_tokens: object, distinct_siblings: bool
+                  ) -> tuple[list[list[int]], list[int]]:
+    """Each row's children and each row's depth (row 0 the root, row i + 1 node i)."""
+    if isinstance(parents, str | bytes) or not isinstance(parents, Sequence):
+        raise ArgumentTypeError("parents", "parents must be a sequence of ints")
+    if isinstance(draft_tokens, str | bytes) or not isinstance(draft_tokens, Sequence):
+        raise ArgumentTypeError("draft_tokens", "draft_tokens must be a sequence of ints")
+    size = len(parents)
+    if size < 1:
+        raise ArgumentValueError("parents", "parents must name at least one node")
+    if len(draft_tokens) != size:
+        raise ArgumentValueError("draft_tokens", "draft_tokens must hold one token per node")
+    for parent in parents:
+        if not is_int(parent):
+            raise ArgumentTypeError("parents", "a parent must be an int")
+        if not -1 <= parent < size:
+            raise ArgumentValueError("parents", "a parent must be -1 or a node")
+    for i in range(size):
+        seen, node = {i}, parents[i]
+        while node != -1:
+            if node in seen:
+                raise ArgumentValueError("parents", "parents has a cycle")
+            seen.add(node)
+            node = parents[node]
+    for i, parent in enumerate(parents):
+        if parent >= i:
+            raise ArgumentValueError("parents", "a parent must come before its child")
+    children: list[list[int]] = [[] for _ in range(size + 1)]
+    depths = [0]
+    for i, parent in enumerate(parents):
+        children[parent + 1].append(i)
+        depths.append(depths[parent + 1] + 1)
+    for token in draft_tokens:
+        if not is_int(token):
+            raise ArgumentTypeError("draft_tokens", "a token must be an int")
+        if token < 0:
+            raise ArgumentValueError("draft_tokens", "a token must be >= 0")
+    if distinct_siblings:
+        for kids in children:
+            tokens = [draft_tokens[c] for c in kids]
+            if len(set(tokens)) != len(tokens):
+                raise ArgumentValueError("draft_tokens", "siblings must carry distinct tokens")
+    return children, depths
+
+
+def tree_proposal(scheme: str, q: Array, tokens: Sequence[int], j: int) -> Array:
+    if scheme == "deterministic":
+        one_hot: Array = (np.arange(q.shape[-1]) == tokens[j]).astype(F32)
+        return one_hot
+    if scheme == "iid" or j == 0:
+        return q
+    kept = np.where(np.isin(np.arange(q.shape[-1]), list(tokens[:j])), F32(0), q).astype(F32)
+    mass = kept.sum(dtype=F32)
+    return kept / mass if mass > 0 else kept
+
+
+def verify_tree(scheme: object, parents: object, target_probs: object, draft_probs: object,
+                draft_tokens: object, accept_uniforms: object,
+                sample_uniforms: object) -> TreeVerdict:
+    if not isinstance(scheme, str) or scheme not in TREE_SCHEMES:
+        raise ArgumentTypeError("scheme", f"scheme must be one of {TREE_SCHEMES}")
+    children, depths = tree_children(parents, draft_tokens, scheme != "iid")
+    assert isinstance(draft_tokens, Sequence)
+    size, depth = len(children) - 1, max(depths)
+    target = require_probabilities("target_probs", target_probs, (2,))
+    vocab_size = target.shape[1]
+    if target.shape[0] != size + 1:
+        raise ArgumentValueError("target_probs", "target_probs must be [N+1, V]")
+    if any(t >= vocab_size for t in draft_tokens):
+        raise ArgumentValueError("draft_tokens", "tokens must lie in [0, V)")
+    if scheme == "deterministic":
+        if draft_probs is not None:
+            raise ArgumentValueError("draft_probs", "draft_probs must be None here")
+        draft = target
+    else:
+        if draft_probs is None:
+            raise ArgumentValueError("draft_probs", "draft_probs is required")
+        draft = require_probabilities("draft_probs", draft_probs, (2,))
+        if draft.shape != target.shape:
+            raise ArgumentValueError("draft_probs", "draft_probs must be [N+1, V]")
+    accept = uniform("accept_uniforms", require_array("accept_uniforms", accept_uniforms),
+                     (size,))
+    sample = uniform("sample_uniforms", require_array("sample_uniforms", sample_uniforms),
+                     (depth + 1,))
+    row, path = 0, list[int]()
+    while True:
+        r, kids = target[row], children[row]
+        tokens = [draft_tokens[c] for c in kids]
+        chosen = -1
+        for j, child in enumerate(kids):
+            q_j = tree_proposal(scheme, draft[row], tokens, j)
+            x = tokens[j]
+            if r[x] > 0 and accept[child] * q_j[x] <= r[x]:
+                chosen = child
+                break
+            excess = np.maximum(r - q_j, F32(0))
+            mass = excess.sum(dtype=F32)
+            r = excess / mass if mass > 0 else r
+        if chosen < 0:
+            token = int(sample_from_distribution(r.astype(F32), sample[depths[row]]))
+            return TreeVerdict(len(path), path + [-1] * (depth - len(path)), token)
+        path.append(chosen)
+        row = chosen + 1
+
+
+# --- acceptance at a node, and the multi-draft ceiling (iid_siblings_acceptance.md, -------
+# --- multi_draft_ceiling.md) ------------------------------------------------------------------
+
+
+def node_laws(p: object, q: object, num_drafts: object) -> tuple[Array, Array, int]:
+    p = require_probabilities("p", p, (1,))
+    q = require_probabilities("q", q, (1,))
+    require_same_shape("q", p, q)
+    if not is_int(num_drafts):
+        raise ArgumentTypeError("num_drafts", "num_drafts must be an int")
+    assert isinstance(num_drafts, int)
+    if num_drafts < 1:
+        raise ArgumentValueError("num_drafts", "num_drafts must be >= 1")
+    return p, q, num_drafts
+
+
+def iid_siblings_acceptance(p: object, q: object, num_drafts: object) -> float:
+    p, q, n = node_laws(p, q, num_drafts)
+    r, miss = p, F32(1)
+    for _ in range(n):
+        miss = F32(miss * (F32(1) - np.minimum(r, q).sum(dtype=F32)))
+        excess = np.maximum(r - q, F32(0))
+        mass = excess.sum(dtype=F32)
+        r = excess / mass if mass > 0 else r
+    return float(F32(1) - miss)
+
+
+def multi_draft_ceiling(p: object, q: object, num_drafts: object) -> float:
+    p, q, n = node_laws(p, q, num_drafts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(q > 0, p / np.where(q > 0, q, F32(1)), np.inf)
+    order = np.argsort(ratio, kind="stable")
+    p_prefix = np.concatenate([[F32(0)], np.cumsum(p[order], dtype=F32)])
+    q_prefix = np.concatenate([[F32(0)], np.cumsum(q[order], dtype=F32)])
+    return float((p_prefix + F32(1) - q_prefix.astype(F32) ** n).astype(F32).min())

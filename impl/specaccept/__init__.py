@@ -35,6 +35,13 @@ from specaccept.core.theory import (
     expected_speedup,
     expected_tokens_per_round,
 )
+from specaccept.core.tree import (
+    TreeScheme,
+    TreeVerdict,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    verify_tree,
+)
 from specaccept.shell.generator import (
     CacheInvariantError,
     NonFiniteLogitsError,
@@ -69,6 +76,8 @@ __all__ = [
     "SpeculativeGenerator",
     "SpeculativeRun",
     "SpeculativeStats",
+    "TreeScheme",
+    "TreeVerdict",
     "Verdict",
     "accept_draft_token",
     "acceptance_closed_forms",
@@ -78,8 +87,10 @@ __all__ = [
     "expected_speedup",
     "expected_tokens_per_round",
     "grid_draw_counts",
+    "iid_siblings_acceptance",
     "load_model",
     "load_pair",
+    "multi_draft_ceiling",
     "residual_distribution",
     "residual_resample",
     "rewind_trim",
@@ -89,4 +100,5 @@ __all__ = [
     "verify_block",
     "verify_draft_token",
     "verify_drafts_jointly",
+    "verify_tree",
 ]

@@ -62,6 +62,13 @@ from specaccept import (
     verify_drafts_jointly,
 )
 from specaccept.core import randomness
+from specaccept.core.tree import (
+    TreeScheme,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    tree_shape,
+    verify_tree,
+)
 from specaccept.shell.seeded_run import seeded_run
 
 Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | None"
@@ -2137,6 +2144,20 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
         expected_speedup(decode_value(inputs["alpha"]), decode_value(inputs["k"]),
                          decode_value(inputs["c"]),
                          verify_cost=decode_value(inputs["verify_cost"]))  # errors give it
+    elif family == "verify_tree":
+        scheme = inputs["scheme"]
+        verify_tree(
+            TreeScheme(scheme) if isinstance(scheme, str) else scheme,
+            decode_sequence(inputs["parents"]), decode_array(inputs["target_probs"], f32_),
+            decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
+            else None,
+            decode_sequence(inputs["draft_tokens"]), decode_array(inputs["accept_uniforms"], f32_),
+            decode_array(inputs["sample_uniforms"], f32_),
+        )
+    elif family == "tree_acceptance":
+        p, q = decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_)
+        iid_siblings_acceptance(p, q, decode_value(inputs["num_drafts"]))
+        multi_draft_ceiling(p, q, decode_value(inputs["num_drafts"]))
     else:
         raise GenerationError(f"no replay for family {family}")
 
@@ -2193,6 +2214,12 @@ def base_inputs(family: str) -> dict[str, Json]:
                        "target_law": TableLaw(1, [[0.5, 0.5]] * 2).encode(),
                        "draft_law": TableLaw(1, [[0.5, 0.5]] * 2).encode(),
                        "prompt": [0], "num_draft_tokens": 2, "max_tokens": 4, "seed": 1234},
+        "verify_tree": {"scheme": "iid", "parents": [-1, -1],
+                        "target_probs": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
+                        "draft_probs": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
+                        "draft_tokens": [0, 1], "accept_uniforms": [0.5, 0.5],
+                        "sample_uniforms": [0.5, 0.5]},
+        "tree_acceptance": {"p": [0.5, 0.5], "q": [0.25, 0.75], "num_drafts": 2},
     }
     return copy.deepcopy(bases[family])
 
@@ -2489,6 +2516,71 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("c_inf", "c is finite", {"c": "inf"}, v, "c"),
             ("verify_cost_zero", "verify_cost > 0", {"verify_cost": 0.0}, v, "verify_cost"),
         ],
+        "verify_tree": [
+            ("scheme_not_a_scheme", "scheme must be a TreeScheme", {"scheme": 3}, t, "scheme"),
+            ("parents_not_a_sequence", "parents is a sequence of ints", {"parents": 0}, t,
+             "parents"),
+            ("parents_empty", "a tree has at least one node",
+             {"parents": [], "draft_tokens": [], "target_probs": [[0.5, 0.5]],
+              "draft_probs": [[0.5, 0.5]], "accept_uniforms": typed([], "float32", [0]),
+              "sample_uniforms": [0.5]}, v, "parents"),
+            ("parent_float", "a parent is an int", {"parents": [-1, 0.0]}, t, "parents"),
+            ("parent_out_of_range", "a parent is -1 or a node", {"parents": [-1, 5]}, v,
+             "parents"),
+            ("parent_after_child", "parents come before their children",
+             {"parents": [1, -1]}, v, "parents"),
+            ("parents_cycle", "a cycle never reaches the root", {"parents": [1, 0]}, v,
+             "parents"),
+            ("parent_is_itself", "a node cannot be its own parent", {"parents": [-1, 1]}, v,
+             "parents"),
+            ("draft_tokens_not_a_sequence", "draft_tokens is a sequence of ints",
+             {"draft_tokens": 0}, t, "draft_tokens"),
+            ("draft_tokens_width_mismatch", "one token per node", {"draft_tokens": [0]}, v,
+             "draft_tokens"),
+            ("draft_token_float", "a token is an int", {"draft_tokens": [0, 1.0]}, t,
+             "draft_tokens"),
+            ("draft_token_outside_vocabulary", "tokens lie in [0, V)",
+             {"draft_tokens": [0, 2]}, v, "draft_tokens"),
+            ("draft_token_negative", "tokens lie in [0, V)", {"draft_tokens": [0, -1]}, v,
+             "draft_tokens"),
+            ("duplicate_candidates", "deterministic candidates are distinct",
+             {"scheme": "deterministic", "draft_probs": None, "draft_tokens": [1, 1]}, v,
+             "draft_tokens"),
+            ("duplicate_siblings_without_replacement",
+             "drafts without replacement are distinct", {"scheme": "without-replacement",
+                                                         "draft_tokens": [0, 0]}, v,
+             "draft_tokens"),
+            ("target_probs_rows_not_nodes_plus_one", "N nodes need N + 1 target rows",
+             {"target_probs": [[0.5, 0.5], [0.5, 0.5]]}, v, "target_probs"),
+            ("target_probs_float16", "probabilities must be float32",
+             {"target_probs": typed([[0.5, 0.5]] * 3, "float16")}, t, "target_probs"),
+            ("draft_probs_missing", "the iid scheme reads q", {"draft_probs": None}, v,
+             "draft_probs"),
+            ("draft_probs_under_deterministic", "a candidate's proposal is its one-hot",
+             {"scheme": "deterministic"}, v, "draft_probs"),
+            ("draft_probs_wrong_shape", "draft_probs is [N+1, V]",
+             {"draft_probs": [[0.5, 0.5], [0.5, 0.5]]}, v, "draft_probs"),
+            ("draft_probs_float16", "probabilities must be float32",
+             {"draft_probs": typed([[0.5, 0.5]] * 3, "float16")}, t, "draft_probs"),
+            ("accept_uniforms_wrong_width", "one accept uniform per node",
+             {"accept_uniforms": [0.5]}, v, "accept_uniforms"),
+            ("accept_uniforms_python_float", "accept_uniforms is an array",
+             {"accept_uniforms": 0.5}, t, "accept_uniforms"),
+            ("sample_uniforms_wrong_width", "one sample uniform per depth 0..D",
+             {"sample_uniforms": [0.5]}, v, "sample_uniforms"),
+            ("sample_uniforms_integer_dtype", "uniforms must be floating",
+             {"sample_uniforms": typed([0, 0], "int32")}, t, "sample_uniforms"),
+        ],
+        "tree_acceptance": [
+            ("p_not_an_array", "a number is not p", {"p": 0.5}, t, "p"),
+            ("p_rows", "one [V] law at a time", {"p": [[0.5, 0.5]]}, v, "p"),
+            ("q_float16", "probabilities must be float32",
+             {"q": typed([0.25, 0.75], "float16")}, t, "q"),
+            ("q_other_vocabulary", "p and q share a vocabulary", {"q": [1.0]}, v, "q"),
+            ("num_drafts_zero", "n >= 1", {"num_drafts": 0}, v, "num_drafts"),
+            ("num_drafts_float", "an integer argument", {"num_drafts": 2.0}, t, "num_drafts"),
+            ("num_drafts_bool", "a bool is not a count", {"num_drafts": True}, t, "num_drafts"),
+        ],
     }
 
 
@@ -2501,6 +2593,105 @@ def error_vectors(family: str) -> list[Vector]:
         inputs.update(copy.deepcopy(changes))
         out.append(error_vector(family, f"error_{name}", note, inputs, kind, argument))
     return out
+
+
+
+# --- choices a port could get wrong without failing an earlier vector ------------------------
+# Each vector below pins one observable choice that a port written from spec/ once got wrong
+# while passing every other vector: the input on which the wrong choice and the normative one
+# part. They are appended to their families (after the families' own vectors, before the
+# error vectors) so that no earlier vector moves.
+
+
+def draw_rounding_vector(name: str, note: str, probs: list[float], grid_index: int) -> Vector:
+    """A draw whose answer hangs on float32 rounding of ``u * total``: checked against the
+    normative float32 expression (spec/sample_from_distribution.md) evaluated in NumPy, not
+    against the exact oracle, since rounding is the point. ``u = grid_index / 2**24``."""
+    u = grid_index / 2.0**24
+    weights = np.array(probs, dtype=np.float32)
+    partial = np.cumsum(weights, dtype=np.float32)
+    normative = partial > np.float32(u) * partial[-1]
+    divided = partial / partial[-1] > np.float32(u)
+    want = int(np.argmax(normative))
+    if want == int(np.argmax(divided)):
+        raise GenerationError(f"{name}: S_i / S > u does not differ here")
+    got = scalar_int(sample_from_distribution(arr(probs), u))
+    check_equal(name, got, want)
+    return vector(name, note, {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0)
+
+
+def pinned_draw_vectors() -> list[Vector]:
+    return [
+        draw_rounding_vector(
+            "compares_partial_sums_with_u_times_total",
+            "u = 9868950 / 2**24 on the uniform grid, total = fl(1.7): cumsum[0] = 1 > "
+            "fl(u * total), so id 0; S_i / S > u instead rounds 1 / fl(1.7) below u and "
+            "returns id 1", [1.0, 0.7], 9868950),
+        draw_rounding_vector(
+            "compares_partial_sums_with_u_times_total_upwards",
+            "u = 14680063 / 2**24, total = fl(0.8): cumsum[0] = fl(0.7) <= fl(u * total), "
+            "so id 1; S_i / S > u instead returns id 0", [0.7, 0.1], 14680063),
+    ]
+
+
+def pinned_joint_vectors() -> list[Vector]:
+    made = [
+        joint_vector(
+            "zero_residual_keep_convention_is_one",
+            "Z_1 = 0 with w_1 = 1 (p_2 = q_2) gives h_1 = 1 by convention, and the second "
+            "draft is one neither model can produce (w_2 = h_2 = 0), so h_1 decides: "
+            "tau = 1 (h_1 = 0 would give tau = 0 and a draw from p_1)",
+            [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]],
+            [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]], [0, 2],
+            [[0.96875, 0.25], [0.5, 0.75], [0.0, 0.0]]),
+        joint_vector(
+            "q_zero_reset_outweighs_a_deep_deficit",
+            "w_1 = 1/8 (a log deficit of 2.08), then q_2(X_2) = 0 < p_2(X_2): w_2 = 1, so "
+            "eta_2 = 1/2 keeps both drafts; a reset of log ratio 1 instead of "
+            "sum |log r| + 1 leaves w_2 = e**-1.08 < 1/2",
+            [[0.0625, 0.9375], [0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [1.0, 0.0]], [0, 1],
+            [[0.96875, 0.0], [0.5, 0.0], [0.0, 0.0]]),
+        joint_vector(
+            "log_ratio_of_a_subnormal_q",
+            "q_1(X_1) = 2**-140, subnormal: log p - log q = 96.3 and w_1 = 1, so the draft "
+            "is kept; log(p / q) overflows p / q to inf and turns w_1 into NaN",
+            [[0.5, 0.5], [1.0, 0.0]], [[2.0**-140, 1.0]], [0], [[0.5, 0.0], [0.0, 0.0]]),
+    ]
+    kept = [v for v in made if v is not None]
+    if len(kept) != len(made):
+        raise GenerationError("a pinned verify_drafts_jointly case is not robust")
+    return kept
+
+
+def float64_error_vectors(family: str) -> list[Vector]:
+    """float64 probabilities are refused like float16 ones: every rule is specified in
+    float32, and a float64 array would run the same formulas at another precision."""
+    f64 = typed([0.5, 0.5], "float64")
+    cases = {
+        "sample_from_distribution": ("probs", {"probs": f64}),
+        "accept_draft_token": ("q", {"q": f64}),
+        "verify_drafts_jointly": ("draft_probs", {"draft_probs": typed([[0.5, 0.5]], "float64")}),
+    }
+    if family not in cases:
+        return []
+    argument, changes = cases[family]
+    inputs = base_inputs(family)
+    inputs.update(changes)
+    return [error_vector(family, f"error_{argument}_float64",
+                         "float64 probabilities are refused: every rule is specified in float32",
+                         inputs, "TypeError", argument)]
+
+
+PINNED_CHOICES: dict[str, Callable[[], list[Vector]]] = {
+    "sample_from_distribution": pinned_draw_vectors,
+    "verify_drafts_jointly": pinned_joint_vectors,
+}
+
+
+def pinned_choice_vectors(family: str) -> list[Vector]:
+    """The family's pinned-choice vectors, then its float64 error vector (if any)."""
+    make = PINNED_CHOICES.get(family)
+    return (make() if make is not None else []) + float64_error_vectors(family)
 
 
 # --- sampler_config, acceptance_rule, expected_tokens_per_round, expected_speedup ---------
@@ -2677,6 +2868,258 @@ def expected_speedup_vectors() -> list[Vector]:
     return out
 
 
+# --- verify_tree (tree verification) ---------------------------------------------------------
+
+TREE_SHAPES = {"width2": (-1, -1), "width3": (-1, -1, -1), "chain2": (-1, 0),
+               "two_then_two": (-1, -1, 0, 0)}
+
+
+def tree_proposal(scheme: TreeScheme, q: Rational, tokens: Sequence[int], j: int) -> Rational:
+    """The law child j was drafted from, given siblings 0..j-1: q, q without them, one-hot."""
+    if scheme is TreeScheme.DETERMINISTIC:
+        return [Fraction(int(x == tokens[j])) for x in range(len(q))]
+    if scheme is TreeScheme.IID or j == 0:
+        return list(q)
+    kept = [Fraction(0) if x in tokens[:j] else w for x, w in enumerate(q)]
+    mass = sum(kept)
+    return kept if mass == 0 else [w / mass for w in kept]
+
+
+def tree_oracle(scheme: TreeScheme, parents: Sequence[int], target: list[Rational],
+                draft: list[Rational], tokens: Sequence[int], accept: Sequence[Fraction],
+                sample: Sequence[Fraction]) -> tuple[list[int], int, bool]:
+    """(accepted nodes, next token, robust): the rule walked in exact arithmetic."""
+    shape = tree_shape(parents, tokens, distinct_siblings=False)
+    row, path, robust = 0, [], True
+    while True:
+        r, kids = target[row], shape.children[row]
+        siblings = [tokens[c] for c in kids]
+        chosen = None
+        for j, child in enumerate(kids):
+            q_j = tree_proposal(scheme, draft[row], siblings, j)
+            x = siblings[j]
+            if q_j[x] > 0 and r[x] > 0:
+                robust = robust and abs(accept[child] - r[x] / q_j[x]) >= ROBUST_MARGIN
+            if r[x] > 0 and accept[child] * q_j[x] <= r[x]:
+                chosen = child
+                break
+            excess = [max(a - b, Fraction(0)) for a, b in zip(r, q_j, strict=True)]
+            mass = sum(excess)
+            r = r if mass == 0 else [e / mass for e in excess]
+        if chosen is None:
+            u = sample[shape.depths[row]]
+            return path, oracle_sample(r, u), robust and draw_is_robust(r, u)
+        path.append(chosen)
+        row = chosen + 1
+
+
+def tree_vector(name: str, note: str, scheme: TreeScheme, parents: Sequence[int],
+                target: list[Row], draft: list[Row] | None, tokens: Sequence[int],
+                accept: list[float], sample: list[float], *, exact_tie: bool = False
+                ) -> Vector | None:
+    """`exact_tie`: a case placed on a test's threshold on purpose, where the threshold is
+    exact in float32 (0, or a dyadic ratio of dyadic laws); only the draw must be robust."""
+    exact_target = [rational(r) for r in target]
+    exact_draft = [rational(r) for r in draft] if draft is not None else exact_target
+    path, nxt, robust = tree_oracle(scheme, parents, exact_target, exact_draft, tokens,
+                                    [Fraction(u) for u in accept], [Fraction(u) for u in sample])
+    if not robust and not exact_tie:
+        return None
+    verdict = verify_tree(scheme, tuple(parents), arr(target),
+                          arr(draft) if draft is not None else None, tuple(tokens),
+                          mx.array(accept), mx.array(sample))
+    depth = max(tree_shape(parents, tokens, distinct_siblings=False).depths)
+    nodes = path + [-1] * (depth - len(path))
+    check_equal(name, (scalar_int(verdict.num_accepted), ints(verdict.accepted_nodes),
+                       scalar_int(verdict.next_token)), (len(path), nodes, nxt))
+    return vector(name, note, {
+        "scheme": scheme.value, "parents": list(parents), "target_probs": encode_reals(target),
+        "draft_probs": encode_reals(draft) if draft is not None else None,
+        "draft_tokens": list(tokens), "accept_uniforms": encode_reals(accept),
+        "sample_uniforms": encode_reals(sample),
+    }, {"num_accepted": len(path), "accepted_nodes": nodes, "next_token": nxt}, 0.0)
+
+
+def tree_drafts(scheme: TreeScheme, parents: Sequence[int], draft: list[Row],
+                rng: Lcg) -> list[int] | None:
+    """Node tokens drafted as the scheme assumes: i.i.d., without replacement, or top-n."""
+    tokens: list[int] = []
+    for i, parent in enumerate(parents):
+        q = draft[parent + 1]
+        earlier = [tokens[s] for s in range(i) if parents[s] == parent]
+        if scheme is TreeScheme.DETERMINISTIC:
+            order = sorted(range(len(q)), key=lambda x: (-q[x], x))
+            tokens.append(order[len(earlier)])
+            continue
+        weights = [0.0 if (scheme is TreeScheme.WITHOUT_REPLACEMENT and x in earlier) else w
+                   for x, w in enumerate(q)]
+        if sum(weights) == 0:
+            return None
+        tokens.append(draw_from(weights, rng))
+    return tokens
+
+
+def searched_tree(scheme: TreeScheme, tree: str, stop_row: int | None) -> Vector:
+    """The first pseudo-random round of `tree` under `scheme` that stops at `stop_row`; with
+    None, one whose first root child passes while a later root sibling would pass too."""
+    parents = TREE_SHAPES[tree]
+    size = len(parents)
+    row_key = size + 1 if stop_row is None else stop_row
+    rng = Lcg(seed_of(11, list(TreeScheme).index(scheme), size, row_key, len(tree)))
+    depth = max(tree_shape(parents, [0] * size, distinct_siblings=False).depths)
+    for _ in range(50000):
+        vocab = 3 + rng.below(2)
+        target = [rng.dyadic_distribution(vocab) for _ in range(size + 1)]
+        draft = [rng.dyadic_distribution(vocab) for _ in range(size + 1)]
+        tokens = tree_drafts(scheme, parents, draft, rng)
+        if tokens is None:
+            continue
+        accept = [rng.uniform() for _ in range(size)]
+        sample = [rng.uniform() for _ in range(depth + 1)]
+        path, _, robust = tree_oracle(scheme, parents, [rational(r) for r in target],
+                                      [rational(r) for r in draft], tokens,
+                                      [Fraction(u) for u in accept],
+                                      [Fraction(u) for u in sample])
+        if not robust:
+            continue
+        if stop_row is None:
+            if not (path and path[0] == 0 and later_sibling_passes(
+                    scheme, parents, target, draft, tokens, accept, path)):
+                continue
+            label, what = "_first_of_two_passing", "the first of two passing root children wins"
+        else:
+            if (path[-1] + 1 if path else 0) != stop_row:
+                continue
+            label, what = f"_stop_row{stop_row}", f"the walk stops at row {stop_row}"
+        made = tree_vector(
+            f"{scheme.value.replace('-', '_')}_{tree}{label}",
+            f"pseudo-random dyadic {tree} tree under {scheme.value}: {what}", scheme, parents,
+            target, None if scheme is TreeScheme.DETERMINISTIC else draft, tokens, accept, sample)
+        if made is not None:
+            return made
+    raise GenerationError(f"no tree case for {scheme.value} {tree} row {stop_row}")
+
+
+def later_sibling_passes(scheme: TreeScheme, parents: Sequence[int], target: list[Row],
+                         draft: list[Row], tokens: Sequence[int], accept: Sequence[float],
+                         path: Sequence[int]) -> bool:
+    """Whether, at the first row of the path, a later sibling would pass with r = p."""
+    if not path:
+        return False
+    shape = tree_shape(parents, tokens, distinct_siblings=False)
+    kids = shape.children[0]
+    p = rational(target[0])
+    later = kids[kids.index(path[0]) + 1:]
+    for child in later:
+        q_j = tree_proposal(scheme, rational(draft[0]), [tokens[c] for c in kids],
+                            kids.index(child))
+        x = tokens[child]
+        if p[x] > 0 and Fraction(accept[child]) * q_j[x] <= p[x]:
+            return True
+    return False
+
+
+def verify_tree_vectors() -> list[Vector]:
+    half3, p3 = [0.5, 0.25, 0.25], [0.25, 0.5, 0.25]
+    hand = [
+        tree_vector("zero_mass_draft_rejected_at_coin_zero",
+                    "p(1) = 0 and the coin is 0: 0 * q(1) <= 0, yet the r(x) > 0 guard "
+                    "rejects the draft and the draw skips id 1", TreeScheme.IID, (-1,),
+                    [[0.5, 0.0, 0.5], half3], [[0.25, 0.5, 0.25], half3], [1], [0.0],
+                    [0.5, 0.0], exact_tie=True),
+        tree_vector("final_draw_reads_the_sample_uniform",
+                    "draft 0 rejected (coin 0.75 > 1/2); the residual (0, 1/2, 1/2) drawn with "
+                    "the sample uniform 0.25 gives id 1, the rejected coin would give id 2",
+                    TreeScheme.IID, (-1,), [half3, half3], [[1.0, 0.0, 0.0], half3], [0],
+                    [0.75], [0.25, 0.0]),
+        tree_vector("without_replacement_renormalises_q",
+                    "sibling 0 (p = 0) rejected, r = (0, 1/5, 4/5); sibling 1 is tested against "
+                    "q without id 0, (0, 1/3, 2/3): threshold 3/5 < 0.8125 rejects it (against "
+                    "the unrenormalised q(1) = 1/8 it would pass), and the draw gives id 2",
+                    TreeScheme.WITHOUT_REPLACEMENT, (-1, -1),
+                    [[0.0, 0.25, 0.75], half3, half3], [[0.625, 0.125, 0.25], half3, half3],
+                    [0, 1], [0.5, 0.8125], [0.5, 0.0]),
+        tree_vector("candidates_are_one_hot",
+                    "deterministic candidates 0 and 1 with p = (1/4, 1/2, 1/4): candidate 0 "
+                    "fails (0.5 > 1/4), then r = (0, 2/3, 1/3) and 0.5 <= 2/3 keeps candidate 1",
+                    TreeScheme.DETERMINISTIC, (-1, -1), [p3, half3, half3], None, [0, 1],
+                    [0.5, 0.5], [0.0, 0.0]),
+    ]
+    if any(v is None for v in hand):
+        raise GenerationError("a hand-written verify_tree case is not robust")
+    out = [v for v in hand if v is not None]
+    for scheme in TreeScheme:
+        for tree, parents in TREE_SHAPES.items():
+            for stop_row in range(len(parents) + 1):
+                out.append(searched_tree(scheme, tree, stop_row))
+            if tree != "chain2":
+                out.append(searched_tree(scheme, tree, None))
+    return out
+
+
+def oracle_iid_siblings(p: Rational, q: Rational, n: int) -> Fraction:
+    r, miss = list(p), Fraction(1)
+    for _ in range(n):
+        miss *= 1 - sum(min(a, b) for a, b in zip(r, q, strict=True))
+        excess = [max(a - b, Fraction(0)) for a, b in zip(r, q, strict=True)]
+        mass = sum(excess)
+        r = r if mass == 0 else [e / mass for e in excess]
+    return 1 - miss
+
+
+def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
+    """min over every token set H of p(H) + 1 - q(H)^n, by enumeration."""
+    best = Fraction(1)
+    for mask in range(1 << len(p)):
+        inside = [x for x in range(len(p)) if mask >> x & 1]
+        best = min(best, sum((p[x] for x in inside), Fraction(0)) + 1
+                   - sum((q[x] for x in inside), Fraction(0)) ** n)
+    return best
+
+
+def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vector:
+    exact_p, exact_q = rational(p), rational(q)
+    want_iid = oracle_iid_siblings(exact_p, exact_q, n)
+    want_ceiling = oracle_ceiling(exact_p, exact_q, n)
+    got_iid = scalar_float(iid_siblings_acceptance(arr(p), arr(q), n))
+    got_ceiling = scalar_float(multi_draft_ceiling(arr(p), arr(q), n))
+    check_close(name, [got_iid, got_ceiling], [float(want_iid), float(want_ceiling)],
+                INEXACT_ATOL)
+    if want_iid > want_ceiling:
+        raise GenerationError(f"{name}: RRS accepts more than the ceiling")
+    return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n},
+                  {"iid_siblings_acceptance": f32(float(want_iid)),
+                   "multi_draft_ceiling": f32(float(want_ceiling))}, INEXACT_ATOL)
+
+
+def tree_acceptance_vectors() -> list[Vector]:
+    out = [
+        tree_acceptance_vector("one_draft_is_sum_min", "n = 1: both are sum min(p, q) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 1),
+        tree_acceptance_vector("one_hot_q_gains_nothing",
+                               "q one-hot: every draft is id 0, both stay at p(0) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 3),
+        tree_acceptance_vector("equal_laws_accept_always", "p = q: 1 for any n",
+                               [0.25, 0.75], [0.25, 0.75], 2),
+        tree_acceptance_vector("rrs_below_the_ceiling",
+                               "p = (1/2, 1/4, 1/4), q = (1/4, 1/4, 1/2), n = 2: RRS 13/16 "
+                               "against the ceiling 15/16", [0.5, 0.25, 0.25],
+                               [0.25, 0.25, 0.5], 2),
+        tree_acceptance_vector("disjoint_supports", "p and q disjoint: 0 for any n",
+                               [1.0, 0.0, 0.0], [0.0, 0.5, 0.5], 3),
+    ]
+    rng = Lcg(seed_of(13))
+    for index in range(12):
+        size = 2 + index % 4
+        p, q = rng.dyadic_distribution(size), rng.dyadic_distribution(size)
+        n = 1 + index % 3
+        out.append(tree_acceptance_vector(f"pseudo_random_{index}",
+                                          f"pseudo-random dyadic pair, V = {size}, n = {n}",
+                                          p, q, n))
+    return out
+
+
+
 # --- the files ------------------------------------------------------------------------------
 
 FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
@@ -2758,12 +3201,24 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
         "tokens and every round's position, drafts, num_accepted and next_token",
         seeded_run_vectors,
     ),
+    "verify_tree": (
+        ["verify_tree"],
+        "scheme, parents, target_probs, draft_probs, draft_tokens, accept_uniforms, "
+        "sample_uniforms -> num_accepted, accepted_nodes, next_token (tree verification)",
+        verify_tree_vectors,
+    ),
+    "tree_acceptance": (
+        ["iid_siblings_acceptance", "multi_draft_ceiling"],
+        "p, q, num_drafts -> iid_siblings_acceptance (RRS at one node), multi_draft_ceiling "
+        "(alpha*)",
+        tree_acceptance_vectors,
+    ),
 }
 
 
 def build(family: str) -> str:
     functions, description, make = FAMILIES[family]
-    vectors = make() + error_vectors(family)
+    vectors = make() + pinned_choice_vectors(family) + error_vectors(family)
     names = [v["name"] for v in vectors]
     if len(set(map(str, names))) != len(names):
         raise GenerationError(f"{family}: duplicate vector names")

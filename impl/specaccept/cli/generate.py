@@ -31,7 +31,7 @@ def add_parser(commands: Any) -> None:
         "generate", help="generate text speculatively"
     )
     add_model_arguments(generate)
-    generate.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    generate.add_argument("-p", "--prompt", default=DEFAULT_PROMPT, help="the prompt")
     add_run_arguments(generate, tokens=200)
     add_sampler_arguments(generate)
     generate.add_argument(

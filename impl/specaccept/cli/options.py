@@ -70,12 +70,14 @@ def add_sampler_arguments(parser: argparse.ArgumentParser, *, with_temp: bool = 
     if with_temp:
         group.add_argument("--temp", type=float, default=0.7, help="temperature, 0 = greedy")
     group.add_argument("--top-k", type=non_negative_int, default=0, help="0 = off")
-    group.add_argument("--top-p", type=float, default=1.0)
-    group.add_argument("--min-p", type=float, default=0.0)
-    group.add_argument("--repetition-penalty", type=float, default=1.0)
-    group.add_argument("--repetition-context-size", type=positive_int, default=20)
-    group.add_argument("--frequency-penalty", type=float, default=0.0)
-    group.add_argument("--presence-penalty", type=float, default=0.0)
+    group.add_argument("--top-p", type=float, default=1.0, help="nucleus mass, 1 = off")
+    group.add_argument("--min-p", type=float, default=0.0, help="0 = off")
+    group.add_argument("--repetition-penalty", type=float, default=1.0,
+                       help="CTRL repetition penalty, 1 = off")
+    group.add_argument("--repetition-context-size", type=positive_int, default=20,
+                       help="tokens the penalties read")
+    group.add_argument("--frequency-penalty", type=float, default=0.0, help="0 = off")
+    group.add_argument("--presence-penalty", type=float, default=0.0, help="0 = off")
 
 
 def output_path(text: str) -> str:
@@ -99,10 +101,12 @@ def add_run_arguments(
     """-n/--max-tokens, --seed and --num-draft-tokens; a measurement needs -n >= 1."""
     parser.add_argument(
         "-n", "--max-tokens", type=positive_int if measures else non_negative_int,
-        default=tokens,
+        default=tokens, help="tokens to generate (per prompt, for table)",
     )
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--num-draft-tokens", type=positive_int, default=4, help="k")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="the run's seed (table: seed + prompt index, bench: seed + repeat)")
+    parser.add_argument("--num-draft-tokens", type=positive_int, default=4,
+                        help="k, drafts per round")
 
 
 def sampler_config(args: argparse.Namespace, temperature: float | None = None) -> SamplerConfig:

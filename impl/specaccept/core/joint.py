@@ -26,7 +26,7 @@ class JointVerdict(NamedTuple):
     next_token: mx.array
     """The token after the kept prefix, a 0-d int32; the bonus when τ = k, else a residual draw."""
     accepted_length_law: mx.array
-    """`[k+1]` float32: entry i is P(τ = i | the drafts), the closed form the draws realise."""
+    """`[k+1]` float32; entry i is P(τ = i | the drafts), the closed form the draws realise."""
 
 
 def _prefix_weights(p_drafted: mx.array, q_drafted: mx.array) -> mx.array:
@@ -114,8 +114,8 @@ def verify_drafts_jointly(
     residual_mass = excess.sum(axis=-1)  # Z_0 .. Z_{k-1}
     z, w = residual_mass[1:], weights[1:k]
     denominator = z + (1.0 - w)
-    # Z_i = 0 with w_i = 1 (the next rows agree): h_i = 1, a convention the law never
-    # reads, since a later position then keeps the prefix with probability 1.
+    # Z_i = 0 with w_i = 1 (the next rows agree): h_i = 1, a convention the law reads only
+    # for a next draft its q cannot draw (else a later position keeps with probability 1).
     inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)
     keep_probability = mx.concatenate([inner, weights[k:]])  # h_1 .. h_k; h_k = w_k
     lengths = mx.arange(1, k + 1, dtype=mx.int32)

@@ -158,7 +158,7 @@ class RoundKeys(NamedTuple):
     """The keys of every uniform one round of k drafts may read, in the verifiers' layout."""
 
     draft: list[UniformKey]
-    """k keys: entry j draws draft j (`DRAFT`, offset j)."""
+    """The k keys of the drafts; entry j draws draft j (`DRAFT`, offset j)."""
     verify: list[list[UniformKey]]
     """k + 1 rows ``[accept key, sample key]``: row i tests draft i (`ACCEPT`, offset i)
     and draws the target's token at output position round_position + i (`SAMPLE`)."""
@@ -189,7 +189,7 @@ class RoundUniforms(NamedTuple):
     """Every uniform one round of k drafts may read, in the layout the verifiers take."""
 
     draft: list[float]
-    """k values: entry j draws draft j (`DRAFT`, offset j)."""
+    """The k values of the drafts; entry j draws draft j (`DRAFT`, offset j)."""
     verify: list[list[float]]
     """k + 1 rows ``[u_accept, u_sample]``: row i tests draft i (`ACCEPT`, offset i) and
     draws the target's token at output position round_position + i (`SAMPLE`)."""

@@ -30,11 +30,16 @@ __all__ = [
 ]
 
 _NEG_INF = float("-inf")
+"""The logit of a masked id: its softmax weight is exactly 0."""
 _DRY_PENALTY_CAP = 1e30
+"""The largest DRY penalty subtracted: finite in float32 (below FLOAT32_MAX) yet far beyond
+any logit of the envelope, so a capped penalty still masks in effect and never makes inf."""
 _LONGEST_DIRECT_MATCH = 512
 """DRY compares match lengths up to this one column per length; beyond it, prefix doubling
 is cheaper (benchmarks/dry.py measures both) and needs O(n) memory, not O(n * length)."""
 _FLOAT32_SMALLEST_NORMAL = 2.0**-126
+"""Below this DRY multiplier no saturation length is derived: a subnormal multiplier may be
+flushed to 0, so the cap cannot be relied on to bound the lengths that matter."""
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: a config real beyond it would become inf in the arithmetic."""

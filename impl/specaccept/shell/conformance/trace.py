@@ -92,7 +92,7 @@ class Round:
     emitted: list[int]
     """The tokens the round emitted."""
     num_accepted: int
-    """Drafts accepted: ``emitted[:num_accepted] == draft_tokens[:num_accepted]``."""
+    """The drafts accepted, so ``emitted[:num_accepted] == draft_tokens[:num_accepted]``."""
     target_rows: np.ndarray
     """`[m, V]` float32, m >= len(emitted): row i is p at position i."""
     draft_rows: np.ndarray | None
@@ -123,7 +123,7 @@ class Trace:
     draft_sampler: SamplerConfig | None = None
     prompt: list[int] | None = None
     truncated: str | None = None
-    """Why reading stopped before the end of the file (None: read to the end)."""
+    """Why reading stopped before the end of the file; None when it read to the end."""
 
     @property
     def prompt_length(self) -> int | None:

@@ -1,0 +1,151 @@
+"""Pages that list the code, written from the code at build time so they cannot go stale.
+
+``{api-group} core`` (or ``shell``, ``conformance``) documents, with autodoc, every name
+the group exports: ``core`` and ``shell`` split `specaccept.__all__` by the layer each name
+is imported from, ``conformance`` is `specaccept.shell.conformance.__all__`. Within a group
+the classes come first, then the functions, then the constants, each alphabetical; a
+class is documented with its fields.
+
+``{module-table}`` is the architecture table of the home page: one row per module of
+`specaccept.core`, `specaccept.shell`, `specaccept.shell.conformance` and `specaccept.cli`,
+with the first line of its docstring.
+
+Both read the sources with `ast` (for the import lines and the docstrings) and import the
+package only for autodoc. tests/test_code_index.py checks that the groups hold every
+exported name exactly once and that the pages use these directives.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "impl" / "specaccept"
+GROUPS = ("core", "shell", "conformance")
+"""The API page's groups, in page order."""
+LAYERS = (
+    ("specaccept.core", "functional core"),
+    ("specaccept.shell", "shell"),
+    ("specaccept.shell.conformance", "conformance kit"),
+    ("specaccept.cli", "command line"),
+)
+"""The packages of the architecture table, in table order, with the part each one is."""
+
+
+def exported_from(init: Path) -> dict[str, str]:
+    """Each name of the package's ``__all__`` -> the module it is imported from."""
+    tree = ast.parse(init.read_text("utf-8"))
+    sources: dict[str, str] = {}
+    exported: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            for alias in node.names:
+                sources[alias.asname or alias.name] = node.module
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            exported = list(ast.literal_eval(node.value))
+    missing = [name for name in exported if name not in sources]
+    if missing:
+        raise ValueError(f"{init}: exported but not imported from a module: {missing}")
+    return {name: sources[name] for name in exported}
+
+
+def group_members(group: str) -> list[tuple[str, str]]:
+    """(the documented name, its defining module) of every name `group` exports."""
+    if group == "conformance":
+        names = exported_from(PACKAGE / "shell" / "conformance" / "__init__.py")
+        return [(f"specaccept.shell.conformance.{n}", m) for n, m in names.items()]
+    if group not in ("core", "shell"):
+        raise ValueError(f"api-group must be one of {GROUPS}, got {group!r}")
+    names = exported_from(PACKAGE / "__init__.py")
+    return [(f"specaccept.{n}", m) for n, m in names.items()
+            if m.startswith(f"specaccept.{group}.")]
+
+
+def kind(name: str, module: str) -> str:
+    """'class', 'function' or 'data': how `name` is defined in its module's source."""
+    short = name.rsplit(".", 1)[1]
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == short:
+            return "class"
+        if isinstance(node, ast.FunctionDef) and node.name == short:
+            return "function"
+    return "data"
+
+
+def group_markdown(group: str) -> list[str]:
+    """The autodoc directives of `group`, as MyST lines (one eval-rst block)."""
+    order = {"class": 0, "function": 1, "data": 2}
+    members = sorted(group_members(group),
+                     key=lambda m: (order[kind(*m)], m[0].rsplit(".", 1)[1].lower()))
+    lines = ["```{eval-rst}"]
+    for name, module in members:
+        what = kind(name, module)
+        if what == "class":
+            lines += [f".. autoclass:: {name}", "   :members:", "   :undoc-members:", ""]
+        elif what == "function":
+            lines += [f".. autofunction:: {name}", ""]
+        else:
+            lines += [f".. autodata:: {name}", ""]
+    return [*lines, "```"]
+
+
+def module_rows() -> list[tuple[str, str, str]]:
+    """(part, module, first docstring line) of every module of the architecture table."""
+    rows = []
+    for package, part in LAYERS:
+        folder = PACKAGE.parent / package.replace(".", "/")
+        for path in [folder / "__init__.py", *sorted(folder.glob("[!_]*.py"))]:
+            docstring = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
+            summary = docstring.strip().splitlines()[0] if docstring.strip() else ""
+            where = str(path.relative_to(ROOT)) if path.name != "__init__.py" else (
+                str(folder.relative_to(ROOT)) + "/")
+            rows.append((part, where, summary))
+    return rows
+
+
+def table_markdown() -> list[str]:
+    lines = ["| Part | Where | What |", "| ---- | ----- | ---- |"]
+    for part, where, summary in module_rows():
+        cell = summary.replace("|", "\\|")
+        lines.append(f"| {part} | `{where}` | {cell} |")
+    return lines
+
+
+class _Generated(SphinxDirective):
+    def parse(self, lines: list[str]) -> list[nodes.Node]:
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]),
+                                self.content_offset, container)
+        return list(container.children)
+
+
+class ApiGroup(_Generated):
+    """``{api-group} core|shell|conformance``: autodoc of every name the group exports."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        return self.parse(group_markdown(self.arguments[0]))
+
+
+class ModuleTable(_Generated):
+    """``{module-table}``: one row per module, with its docstring's first line."""
+
+    def run(self) -> list[nodes.Node]:
+        return self.parse(table_markdown())
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("api-group", ApiGroup)
+    app.add_directive("module-table", ModuleTable)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,323 @@
+"""Tree verification: a round's drafts form a tree, and the target keeps one root path of it.
+
+Three schemes, each recursive rejection sampling at every node of the accepted path, with a
+proposal law per child that says how the siblings were drafted: i.i.d. from the drafter's
+law (SpecInfer, Miao et al. 2024), without replacement from it (RSD, Jeon et al. 2024), or
+as distinct deterministic candidates (a one-hot proposal, the rule of EAGLE's posterior
+evaluation). The tree's structure is a Python parent array, checked eagerly; the laws and
+the uniforms are arrays, and the verdict is built without evaluating them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import NamedTuple
+
+import mlx.core as mx
+
+from specaccept.core import randomness, validation
+from specaccept.core.randomness import UniformKey
+from specaccept.core.sampling import sample_from_distribution
+
+__all__ = ["TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict", "iid_siblings_acceptance",
+           "multi_draft_ceiling", "tree_keys", "tree_shape", "verify_tree"]
+
+
+class TreeScheme(str, Enum):
+    """How the siblings under a node were drafted, which decides how they are verified."""
+
+    IID = "iid"
+    """Each child drawn independently from the drafter's law q at the node (with replacement)."""
+    WITHOUT_REPLACEMENT = "without-replacement"
+    """Children drawn one after another from q, each excluding the tokens drawn before it."""
+    DETERMINISTIC = "deterministic"
+    """Distinct candidates chosen from drafter-side information alone (top-n of q, say)."""
+
+
+class TreeShape(NamedTuple):
+    """A checked tree: each node's children in index order, and each row's depth."""
+
+    children: tuple[tuple[int, ...], ...]
+    """For each row (the root, then node i at i + 1), its children in index order."""
+    depths: tuple[int, ...]
+    """The depth of each row, 0 for the root and a node's path length for a node."""
+
+
+def tree_shape(parents: object, draft_tokens: object, *, distinct_siblings: bool) -> TreeShape:
+    """Check a parent array and its tokens; return each row's children and depth.
+
+    `parents[i]` is node i's parent: -1 for the root (the round's context) or an earlier
+    node. `draft_tokens[i]` is node i's token, a Python int. With `distinct_siblings`, two
+    children of one node may not carry the same token.
+
+    >>> tree_shape((-1, -1, 0), (0, 1, 1), distinct_siblings=True)
+    TreeShape(children=((0, 1), (2,), (), ()), depths=(0, 1, 1, 2))
+    """
+    if isinstance(parents, str | bytes) or not isinstance(parents, Sequence):
+        raise TypeError(f"parents must be a sequence of ints, got {type(parents).__name__}")
+    if isinstance(draft_tokens, str | bytes) or not isinstance(draft_tokens, Sequence):
+        raise TypeError(
+            f"draft_tokens must be a sequence of ints, got {type(draft_tokens).__name__}")
+    size = len(parents)
+    if size < 1:
+        raise ValueError("parents must name at least one node, got an empty tree")
+    if len(draft_tokens) != size:
+        raise ValueError(
+            f"draft_tokens must hold one token per node: {size} nodes, got {len(draft_tokens)}")
+    for i, parent in enumerate(parents):
+        validation.integer(f"parents[{i}]", parent)
+        if not -1 <= parent < size:
+            raise ValueError(f"parents[{i}] must be -1 (the root) or a node, got {parent}")
+    for i in range(size):
+        seen, node = {i}, parents[i]
+        while node != -1:
+            if node in seen:
+                raise ValueError(f"parents has a cycle through node {i}: {tuple(parents)}")
+            seen.add(node)
+            node = parents[node]
+    for i, parent in enumerate(parents):
+        if parent >= i:
+            raise ValueError(
+                f"parents[{i}] = {parent}: a parent must come before its child (topological "
+                "order, the layout of a tree-attention mask)")
+    children: list[list[int]] = [[] for _ in range(size + 1)]
+    depths = [0]
+    for i, parent in enumerate(parents):
+        children[parent + 1].append(i)
+        depths.append(depths[parent + 1] + 1)
+    for i, token in enumerate(draft_tokens):
+        validation.integer(f"draft_tokens[{i}]", token)
+        if token < 0:
+            raise ValueError(f"draft_tokens[{i}] must be a token id >= 0, got {token}")
+    if distinct_siblings:
+        for row, siblings in enumerate(children):
+            tokens = [draft_tokens[c] for c in siblings]
+            if len(set(tokens)) != len(tokens):
+                raise ValueError(
+                    f"draft_tokens: the children {siblings} of row {row} repeat a token "
+                    f"({tokens}); the scheme needs distinct siblings")
+    return TreeShape(tuple(tuple(c) for c in children), tuple(depths))
+
+
+class TreeVerdict(NamedTuple):
+    """A verified tree: emit the tokens of ``accepted_nodes[:num_accepted]``, then `next_token`."""
+
+    num_accepted: mx.array
+    """The accepted path's length, a 0-d int32 in [0, D]."""
+    accepted_nodes: mx.array
+    """`[D]` int32: the accepted path's nodes from the root down, -1 past `num_accepted`."""
+    next_token: mx.array
+    """The token after the path, a 0-d int32, drawn from the residual at the last node."""
+
+
+def _proposal(scheme: TreeScheme, q: mx.array, tokens: Sequence[int], j: int) -> mx.array:
+    """The law child j of a node was drafted from, given siblings 0..j-1 were drafted first."""
+    vocab_size = q.shape[-1]
+    if scheme is TreeScheme.DETERMINISTIC:
+        return (mx.arange(vocab_size) == tokens[j]).astype(mx.float32)
+    if scheme is TreeScheme.IID or j == 0:
+        return q
+    drawn = mx.zeros((vocab_size,), dtype=mx.bool_)
+    for earlier in tokens[:j]:
+        drawn = mx.logical_or(drawn, mx.arange(vocab_size) == earlier)
+    kept = mx.where(drawn, 0.0, q)
+    mass = kept.sum()
+    return mx.where(mass > 0, kept / mx.where(mass > 0, mass, 1.0), kept)
+
+
+def _entry(values: mx.array, index: mx.array) -> mx.array:
+    """``values[index]`` for a 1-d int32 `values` and a 0-d `index`, as a masked sum: array
+    indexing by an array loses the batch axis under ``mx.vmap`` (MLX 0.32), and engines
+    verify a batch of trees at once."""
+    return mx.where(mx.arange(values.shape[0]) == index, values, 0).sum().astype(mx.int32)
+
+
+def verify_tree(
+    scheme: TreeScheme,
+    parents: Sequence[int],
+    target_probs: mx.array,
+    draft_probs: mx.array | None,
+    draft_tokens: Sequence[int],
+    accept_uniforms: mx.array,
+    sample_uniforms: mx.array,
+) -> TreeVerdict:
+    """Verify a tree of N drafts by recursive rejection sampling down one root path.
+
+    Rows: row 0 is the root (the round's context), row i + 1 is node i. `target_probs[v]`
+    is the target's law at row v, conditioned on its path; `draft_probs[v]` the drafter's
+    law q that v's children were drafted from (unread under `DETERMINISTIC`, where it must
+    be None). At a row, with r = p the target's law, the children j = 0, 1, ... in index
+    order are tested: child j with token x and proposal q_j (see the spec) is accepted
+    when ``r(x) > 0 and accept_uniforms[node] * q_j(x) <= r(x)``; the first accepted child
+    is descended into; a rejected one sets ``r = relu(r - q_j) / Σ relu(r - q_j)`` (r
+    unchanged if that has no mass). When no child is accepted (a leaf has none), the next
+    token is ``sample_from_distribution(r, sample_uniforms[depth])``.
+
+    Args:
+        scheme: how the siblings were drafted.
+        parents: N Python ints, node i's parent (-1 the root), parents before children.
+        target_probs: `[N+1, V]` float32.
+        draft_probs: `[N+1, V]` float32, or None under `DETERMINISTIC`.
+        draft_tokens: N Python ints in [0, V); distinct among siblings except under `IID`.
+        accept_uniforms: `[N]` float, node i's accept test.
+        sample_uniforms: `[D+1]` float, the draw at depth d (D the tree's depth).
+
+    >>> import mlx.core as mx
+    >>> target = mx.array([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    >>> verdict = verify_tree(TreeScheme.DETERMINISTIC, (-1, -1), target, None, (0, 1),
+    ...                       mx.array([0.75, 0.25]), mx.array([0.0, 0.0]))
+    >>> verdict.num_accepted.item(), verdict.accepted_nodes.tolist(), verdict.next_token.item()
+    (1, [1], 0)
+    """
+    if not isinstance(scheme, TreeScheme):
+        raise TypeError(f"scheme must be a TreeScheme, got {type(scheme).__name__} {scheme!r}")
+    shape = tree_shape(parents, draft_tokens,
+                       distinct_siblings=scheme is not TreeScheme.IID)
+    size, depth = len(parents), max(shape.depths)
+    target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
+    vocab_size = target_probs.shape[1]
+    if target_probs.shape[0] != size + 1:
+        raise ValueError(f"target_probs must be [N+1, V] = [{size + 1}, V] for {size} nodes, "
+                         f"got {tuple(target_probs.shape)}")
+    for i, token in enumerate(draft_tokens):
+        if token >= vocab_size:
+            raise ValueError(f"draft_tokens[{i}] must lie in [0, {vocab_size}), got {token}")
+    if scheme is TreeScheme.DETERMINISTIC:
+        if draft_probs is not None:
+            raise ValueError("draft_probs must be None under the deterministic scheme: the "
+                             "proposal of a candidate is the one-hot of its token")
+        q_rows = target_probs  # never read: every proposal is one-hot
+    else:
+        if draft_probs is None:
+            raise ValueError(f"draft_probs is required by the {scheme.value} scheme, got None")
+        q_rows = validation.require_probabilities("draft_probs", draft_probs, ndims=(2,))
+        if tuple(q_rows.shape) != (size + 1, vocab_size):
+            raise ValueError(f"draft_probs must be [N+1, V] = [{size + 1}, {vocab_size}] like "
+                             f"target_probs, got {tuple(q_rows.shape)}")
+    accept_u = validation.uniform("accept_uniforms", validation.require_array(
+        "accept_uniforms", accept_uniforms), batch_shape=(size,))
+    sample_u = validation.uniform("sample_uniforms", validation.require_array(
+        "sample_uniforms", sample_uniforms), batch_shape=(depth + 1,))
+
+    chosen_rows: list[mx.array] = []
+    residuals: list[mx.array] = []
+    for index, kids in enumerate(shape.children):
+        r = target_probs[index]
+        tokens = [draft_tokens[c] for c in kids]
+        chosen = mx.array(-1, dtype=mx.int32)
+        for j, child in enumerate(kids):
+            q_j = _proposal(scheme, q_rows[index], tokens, j)
+            r_x, q_x = r[tokens[j]], q_j[tokens[j]]
+            accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)
+            chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)
+            excess = mx.maximum(r - q_j, 0.0)
+            mass = excess.sum()
+            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+        chosen_rows.append(chosen)
+        residuals.append(r)
+    chosen_child = mx.stack(chosen_rows)  # [N+1]: the accepted child of each row, or -1
+    row_uniforms = sample_u[mx.array(shape.depths, dtype=mx.int32)]
+    candidates = sample_from_distribution(mx.stack(residuals), row_uniforms)
+
+    row = mx.array(0, dtype=mx.int32)
+    path: list[mx.array] = []
+    for _ in range(depth):
+        step = _entry(chosen_child, row)
+        path.append(step)
+        row = mx.where(step >= 0, step + 1, row)
+        chosen_child = mx.where(step >= 0, chosen_child, -1)  # a stop is final
+    accepted_nodes = mx.stack(path).astype(mx.int32)
+    num_accepted = (accepted_nodes >= 0).sum().astype(mx.int32)
+    return TreeVerdict(num_accepted, accepted_nodes, _entry(candidates, row))
+
+
+class TreeKeys(NamedTuple):
+    """The keys of every uniform a tree round may read, in `verify_tree`'s layout."""
+
+    draft: list[UniformKey]
+    """Entry i draws node i's token (`DRAFT`, offset i)."""
+    accept: list[UniformKey]
+    """Entry i is node i's accept test (`ACCEPT`, offset i)."""
+    sample: list[UniformKey]
+    """Entry d (of D + 1) draws the token after a path of length d, at output position
+    round_position + d (`SAMPLE`, keyed by that absolute position)."""
+
+
+def tree_keys(round_position: int, parents: Sequence[int]) -> TreeKeys:
+    """The keys a tree round starting at output `round_position` reads.
+
+    Node i's draft and accept test are keyed by (round_position, i), as draft i of a chain
+    is: a chain tree reads exactly `round_keys`' keys. Rounds start at distinct positions
+    (each emits at least one token), so no key is read by two rounds.
+
+    >>> keys = tree_keys(5, (-1, -1, 0))
+    >>> keys.accept[2], keys.sample[2]
+    (UniformKey(slot=0, position=5, offset=2), UniformKey(slot=1, position=7, offset=None))
+    """
+    shape = tree_shape(parents, [0] * len(parents), distinct_siblings=False)
+    chain = randomness.round_keys(round_position, len(parents))
+    sample = [randomness.UniformKey(randomness.SAMPLE, round_position + d, None)
+              for d in range(max(shape.depths) + 1)]
+    return TreeKeys(chain.draft, [row[0] for row in chain.verify[:-1]], sample)
+
+
+def _law_pair(p: object, q: object) -> tuple[mx.array, mx.array]:
+    p = validation.require_probabilities("p", p, ndims=(1,))
+    q = validation.require_probabilities("q", q, ndims=(1,))
+    validation.require_same_shape("p", p, "q", q)
+    return p, q
+
+
+def _draft_count(name: str, value: object) -> int:
+    count = validation.integer(name, value)
+    if count < 1:
+        raise ValueError(f"{name} must be >= 1, got {count}")
+    return count
+
+
+def iid_siblings_acceptance(p: mx.array, q: mx.array, num_drafts: int) -> mx.array:
+    """P(a node accepts one of `num_drafts` children drafted i.i.d. from q), target p.
+
+    ``1 - Π_j (1 - Σ_x min(r_j(x), q(x)))`` with r_0 = p and r_{j+1} the residual
+    ``relu(r_j - q)`` normalised (r_j unchanged if it has no mass): under i.i.d. drafts
+    the residuals do not depend on the drafted tokens, so this is exact. A 0-d float32.
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.5]), mx.array([1.0, 0.0])
+    >>> iid_siblings_acceptance(p, q, 1).item(), iid_siblings_acceptance(p, q, 2).item()
+    (0.5, 0.5)
+    """
+    p, q = _law_pair(p, q)
+    num_drafts = _draft_count("num_drafts", num_drafts)
+    r, miss = p, mx.array(1.0, dtype=mx.float32)
+    for _ in range(num_drafts):
+        miss = miss * (1.0 - mx.minimum(r, q).sum())
+        excess = mx.maximum(r - q, 0.0)
+        mass = excess.sum()
+        r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+    return 1.0 - miss
+
+
+def multi_draft_ceiling(p: mx.array, q: mx.array, num_drafts: int) -> mx.array:
+    """The most any lossless verifier of `num_drafts` i.i.d. drafts from q accepts, target p.
+
+    ``alpha* = min over token sets H of p(H) + 1 - q(H)^n``: the emitted token lands in H at
+    most p(H) of the time, and outside H on a draft only if some draft is outside H. The
+    minimum is reached on a prefix of the ids sorted by p/q ascending (q = 0 last), so
+    one sort and two cumulative sums: O(V log V). A 0-d float32; at n = 1 it is
+    Σ min(p, q).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.5]), mx.array([1.0, 0.0])
+    >>> multi_draft_ceiling(p, q, 1).item(), multi_draft_ceiling(p, q, 3).item()
+    (0.5, 0.5)
+    """
+    p, q = _law_pair(p, q)
+    num_drafts = _draft_count("num_drafts", num_drafts)
+    ratio = mx.where(q > 0, p / mx.where(q > 0, q, 1.0), mx.inf)
+    order = mx.argsort(ratio)
+    zero = mx.zeros((1,), dtype=mx.float32)
+    p_prefix = mx.concatenate([zero, mx.cumsum(p[order])])
+    q_prefix = mx.concatenate([zero, mx.cumsum(q[order])])
+    return (p_prefix + 1.0 - q_prefix**num_drafts).min()
