@@ -565,8 +565,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "joint-h-k-is-one", JOINT,
-        "keep_probability = mx.concatenate([inner, weights[k:]])",
-        "keep_probability = mx.concatenate([inner, mx.ones((1,), dtype=mx.float32)])",
+        "mx.where(lengths == num_real, weights[1:], 0.0))",
+        "mx.where(lengths == num_real, 1.0, 0.0))",
         "h_k = 1 instead of w_k: the whole block is kept whatever its weight",
     ),
     mutant(
@@ -595,8 +595,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "joint-bonus-from-last-draft-row", JOINT,
-        "        target_probs[k:],\n    ])",
-        "        target_probs[k - 1 : k],\n    ])",
+        "rows = mx.where((mx.arange(k + 1) == num_real)[:, None], target_probs, rows)",
+        "rows = mx.where((mx.arange(k + 1) == num_real)[:, None],\n"
+        "                 mx.concatenate([target_probs[:1], target_probs[:-1]]), rows)",
         "the bonus after an all-kept block drawn from row k - 1 instead of row k",
     ),
     mutant(
