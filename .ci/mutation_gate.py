@@ -107,6 +107,10 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
+INLINE_CODE = load_module(ROOT / "spec" / "inline_code.py", "inline_code")
+"""The script that copies impl/'s normative code into the spec pages."""
+
+
 # --- the catalogue -----------------------------------------------------------------------
 
 
@@ -277,24 +281,45 @@ def make_copy(parent: Path, index: int) -> Path:
     return copy
 
 
+def follow_the_source(copy: Path) -> dict[Path, str]:
+    """Rewrite the copy's spec pages from its (mutated) impl, as `spec/inline_code.py` would.
+
+    impl/ is the source of truth and the pages show it; a mutant must be killed by what the
+    pages *say* (their doctests, the vectors, the tests), not by the drift check noticing
+    that a page still shows the unmutated text, which would kill every mutant, equivalent
+    ones included. Returns the pages' previous texts, to restore.
+    """
+    previous: dict[Path, str] = {}
+    for page in INLINE_CODE.pages(copy / "spec"):
+        text = page.read_text("utf-8")
+        new, stale = INLINE_CODE.inline(text, copy)
+        if stale:
+            previous[page] = text
+            page.write_text(new, "utf-8")
+    return previous
+
+
 def run_mutant(
     mutant: Mutant, index: int, server: PytestServer, stages: Sequence[Sequence[str]]
 ) -> Outcome:
-    """Run `stages` in order against `copy` with the mutant applied, then restore the file.
+    """Run `stages` in order against `copy` with the mutant applied, then restore the files.
 
-    A cached .pyc is trusted when the source's size and whole-second mtime match,
-    so every version of a file gets its own mtime: the mutant with catalogue
-    position `index` is stamped original + index + 1 seconds, and the original
-    gets its own mtime back.
+    The spec pages that show the mutated code are rewritten to show the mutant
+    (`follow_the_source`). A cached .pyc is trusted when the source's size and
+    whole-second mtime match, so every version of a file gets its own mtime: the
+    mutant with catalogue position `index` is stamped original + index + 1
+    seconds, and the original gets its own mtime back.
     """
     file = server.copy / mutant.path
     source = file.read_text("utf-8")
     stat = file.stat()
     start = time.perf_counter()
+    pages: dict[Path, str] = {}
     try:
         file.write_text(mutated_text(mutant, source), "utf-8")
         stamp = stat.st_mtime_ns + (index + 1) * 1_000_000_000
         os.utime(file, ns=(stamp, stamp))
+        pages = follow_the_source(server.copy)
         for args in stages:
             passed, killer = run_pytest(server, args)
             if not passed:
@@ -303,6 +328,8 @@ def run_mutant(
     finally:
         file.write_text(source, "utf-8")
         os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        for page, text in pages.items():
+            page.write_text(text, "utf-8")
 
 
 def run_all(
