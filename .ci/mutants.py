@@ -56,6 +56,9 @@ class Mutant:
         breaks: one line: what engines shipped, or what the change breaks.
         vectors: whether a golden-vector family replays the mutated function,
             so that the vectors alone could be expected to kill it.
+        first_tests: tests (files or node ids) known to catch the mistake in
+            seconds; the gate runs them right after its first stage, before the
+            rest of the suite. Only an order: the verdict is still the whole suite's.
     """
 
     name: str
@@ -63,13 +66,15 @@ class Mutant:
     edits: tuple[tuple[str, str], ...]
     breaks: str
     vectors: bool = True
+    first_tests: tuple[str, ...] = ()
 
 
 def mutant(
-    name: str, path: str, original: str, replacement: str, breaks: str, *, vectors: bool = True
+    name: str, path: str, original: str, replacement: str, breaks: str, *, vectors: bool = True,
+    first_tests: tuple[str, ...] = (),
 ) -> Mutant:
     """A mutant with a single edit."""
-    return Mutant(name, path, ((original, replacement),), breaks, vectors)
+    return Mutant(name, path, ((original, replacement),), breaks, vectors, first_tests)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -177,6 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if raw is None:\n        return True",
         "if raw is None:\n        return False",
         "stochastic acceptance off by default: the documented default is on",
+        first_tests=("tests/test_rule_choice.py",),
     ),
     # --- verify_block ------------------------------------------------------------------
     mutant(
@@ -894,6 +900,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "row_history = history",
         "target rows penalised without the drafts before them in the history",
         vectors=False,
+        first_tests=(
+            "tests/test_generator_sampling.py::"
+            "test_sampler_match_replays_target_only_sampling",
+        ),
     ),
     mutant(
         "shell-q-is-unfiltered", GENERATOR,
@@ -901,6 +911,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "draft_probs.append(mx.softmax(logits.astype(mx.float32), axis=-1))",
         "raw logits' softmax used as q while the draft was drawn from the filtered law",
         vectors=False,
+        first_tests=(
+            "tests/test_conformance.py::"
+            "test_the_generator_passes_every_check_replay_included",
+        ),
     ),
     # --- tree verification -------------------------------------------------------------
     mutant(
@@ -975,5 +989,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "stopped at the first failure (the mistake behind position keying): the fresh check "
         "misses a position-keyed block engine's re-read tests",
         vectors=False,
+        first_tests=(
+            "tests/test_conformance.py::"
+            "test_each_broken_engine_is_caught_within_its_stated_rounds",
+        ),
     ),
 )

@@ -299,6 +299,17 @@ def follow_the_source(copy: Path) -> dict[Path, str]:
     return previous
 
 
+def with_first_tests(stages: Sequence[Sequence[str]], mutant: Mutant) -> list[Sequence[str]]:
+    """`stages` with the mutant's `first_tests` run right after the first stage, if it has any.
+
+    An order, not a selection: the stages after still run every other test, so a mutant the
+    named tests miss meets the whole suite as before.
+    """
+    if not mutant.first_tests or len(stages) < 2:
+        return list(stages)
+    return [stages[0], list(mutant.first_tests), *stages[1:]]
+
+
 def run_mutant(
     mutant: Mutant, index: int, server: PytestServer, stages: Sequence[Sequence[str]]
 ) -> Outcome:
@@ -320,7 +331,7 @@ def run_mutant(
         stamp = stat.st_mtime_ns + (index + 1) * 1_000_000_000
         os.utime(file, ns=(stamp, stamp))
         pages = follow_the_source(server.copy)
-        for args in stages:
+        for args in with_first_tests(stages, mutant):
             passed, killer = run_pytest(server, args)
             if not passed:
                 return Outcome(mutant.name, True, killer, time.perf_counter() - start)

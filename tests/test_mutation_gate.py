@@ -8,9 +8,12 @@ suite into a failed gate is the same one CI runs with the whole suite.
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = ROOT / ".ci" / "mutation_gate.py"
@@ -78,3 +81,39 @@ def run_gate_check_only() -> subprocess.CompletedProcess[str]:
         [sys.executable, str(GATE), "--check-catalogue"],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
     )
+
+
+def load_gate() -> Any:
+    sys.path.insert(0, str(ROOT / ".ci"))
+    spec = importlib.util.spec_from_file_location("mutation_gate_under_test", GATE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_first_tests_run_after_the_first_stage_and_before_the_rest() -> None:
+    gate = load_gate()
+    hinted = gate.Mutant("m", "impl/x.py", (("a", "b"),), "breaks", first_tests=("tests/t.py",))
+    plain = gate.Mutant("n", "impl/x.py", (("a", "b"),), "breaks")
+    stages = [["first"], ["rest"]]
+    assert gate.with_first_tests(stages, hinted) == [["first"], ["tests/t.py"], ["rest"]]
+    assert gate.with_first_tests(stages, plain) == stages
+
+
+def test_the_pages_follow_the_mutated_source(tmp_path: Path) -> None:
+    # A mutant must meet what the pages say, not the drift check: in the gate's copy the
+    # page that shows the mutated function is rewritten to show the mutant, then restored.
+    gate = load_gate()
+    shutil.copytree(ROOT / "spec", tmp_path / "spec")
+    shutil.copytree(ROOT / "impl", tmp_path / "impl",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    rewind = tmp_path / "impl" / "specaccept" / "core" / "rewind.py"
+    source = rewind.read_text("utf-8")
+    rewind.write_text(source.replace("must be >= 1, got {n}", "must be >= 1; got {n}"), "utf-8")
+    page = tmp_path / "spec" / "rewind_trim.md"
+    before = page.read_text("utf-8")
+    previous = gate.follow_the_source(tmp_path)
+    assert previous == {page: before}
+    assert "must be >= 1; got {n}" in page.read_text("utf-8")
