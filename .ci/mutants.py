@@ -182,6 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if raw is None:\n        return True",
         "if raw is None:\n        return False",
         "stochastic acceptance off by default: the documented default is on",
+        vectors=False,
         first_tests=("tests/test_rule_choice.py",),
     ),
     # --- verify_block ------------------------------------------------------------------
