@@ -160,7 +160,12 @@ def test_iid_stream_of_a_resample_from_p_generator_fails_pearson(
     # The generator verifies through the fused fast path, and through the core
     # `verify_block` when that path is off: break both.
     monkeypatch.setattr(generator_module, "verify_block", resample_from_p_verify_block)
-    monkeypatch.setattr(fused_module, "fused_verify_block", resample_from_p_verify_block)
+    # The fused verifier also takes the draw it uses; the broken rule draws as the core does.
+    monkeypatch.setattr(
+        fused_module, "fused_verify_block",
+        lambda rule, p, q, tokens, uniforms, draw=None: resample_from_p_verify_block(
+            rule, p, q, tokens, uniforms),
+    )
     run = _iid_run("stochastic", 1234, tokens=TOKENS // 2)
     statistic, _ = _pearson(run.tokens)
     _report("i.i.d. target, broken resample-from-p", statistic, IID_THRESHOLD, run)
