@@ -144,7 +144,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block-resample-from-p", ACCEPTANCE,
         "rows = mx.concatenate([_replacement_rows(target_probs[:k], draft_probs, tokens),",
         "rows = mx.concatenate([target_probs[:k],",
-        "verify_block's replacement drawn from p, not the residual",
+        "verify_tokenwise's replacement drawn from p, not the residual",
     ),
     mutant(
         "block-residual-rows-shifted", ACCEPTANCE,
@@ -185,7 +185,7 @@ MUTANTS: tuple[Mutant, ...] = (
         vectors=False,
         first_tests=("tests/test_rule_choice.py",),
     ),
-    # --- verify_block ------------------------------------------------------------------
+    # --- verify_tokenwise ------------------------------------------------------------------
     mutant(
         "block-sum-of-accepted", ACCEPTANCE,
         "num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)",
@@ -228,7 +228,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block-sampler-match-is-argmax", ACCEPTANCE,
         "candidates = sample_from_distribution(target_probs, u[:, 1])",
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)",
-        "argmax-against-argmax at temperature > 0 in verify_block's sampler-match",
+        "argmax-against-argmax at temperature > 0 in verify_tokenwise's sampler-match",
     ),
     mutant(
         "block-never-bonus", ACCEPTANCE,
@@ -549,7 +549,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "return config.xtc_probability * uncut + (1.0 - config.xtc_probability) * cut",
         "XTC mixture weights swapped: the cut applies with 1 - xtc_probability",
     ),
-    # --- block verification (verify_drafts_jointly) --------------------------------------
+    # --- block verification (verify_blockwise) --------------------------------------
     mutant(
         "joint-first-failure", JOINT,
         "num_accepted = mx.where(keeps, lengths, 0).max(axis=-1).astype(mx.int32)",

@@ -203,7 +203,7 @@ def verify_token_by_token(rule: AcceptanceRule, state: State, ps: Sequence[Dist]
                           qs: Sequence[Dist], drafts: Tokens,
                           keys: Sequence[Sequence[UniformKey]],
                           ) -> Iterator[tuple[Fraction, State, Tokens]]:
-    """`verify_block` for greedy-argmax, sampler-match and stochastic: verify position i with
+    """`verify_tokenwise` for greedy-argmax, sampler-match and stochastic: verify position i with
     keys[i] = (accept key, sample key), stop at the first rejection, bonus from row k."""
     k = len(drafts)
 
@@ -244,7 +244,7 @@ def verify_token_by_token(rule: AcceptanceRule, state: State, ps: Sequence[Dist]
 def verify_jointly(state: State, ps: Sequence[Dist], qs: Sequence[Dist], drafts: Tokens,
                    keys: Sequence[Sequence[UniformKey]], variant: Variant = BLOCK,
                    ) -> Iterator[tuple[Fraction, State, Tokens]]:
-    """`verify_drafts_jointly`: position i keeps X_1..X_i iff h_i > 0 and eta_i <= h_i, with
+    """`verify_blockwise`: position i keeps X_1..X_i iff h_i > 0 and eta_i <= h_i, with
     eta_i the accept key of row i - 1; tau is the largest such i; the next token is drawn from
     row tau of the exact rule (`exact_round` of lemma 9's check) with row tau's sample key.
 

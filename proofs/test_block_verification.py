@@ -8,7 +8,7 @@ every outcome of a round, exactly, and compare:
 
 - the emitted law, continued by target sampling, with the target's autoregressive law
   (losslessness), for the rule and for each wrong variant, which must fail;
-- the library's `verify_drafts_jointly`, integrated over all 2(k+1) of its uniforms jointly,
+- the library's `verify_blockwise`, integrated over all 2(k+1) of its uniforms jointly,
   with the exact rule;
 - the expected kept length with the stochastic rule's (never below it, strictly above it on
   most instances) and with the optimum of a linear program over every lossless verifier of
@@ -41,7 +41,7 @@ from proofs.test_exact_rounds import (
     inside,
     pieces,
 )
-from specaccept import verify_drafts_jointly
+from specaccept import verify_blockwise
 
 Dist: TypeAlias = tuple[Fraction, ...]
 Tokens: TypeAlias = tuple[int, ...]
@@ -406,7 +406,7 @@ def test_no_lossless_verifier_keeps_more() -> None:
 
 def library_outcomes(ps: Sequence[Dist], qs: Sequence[Dist], drafts: Tokens
                      ) -> tuple[Outcomes, list[float]]:
-    """The exact law of what `verify_drafts_jointly` returns, all 2(k+1) uniforms integrated
+    """The exact law of what `verify_blockwise` returns, all 2(k+1) uniforms integrated
     jointly: eta_i cut at h_i, each row's draw uniform at its row's partial sums (exact),
     and every cell of the product evaluated (vmapped), none assumed irrelevant. Also the
     library's `accepted_length_law`."""
@@ -423,7 +423,7 @@ def library_outcomes(ps: Sequence[Dist], qs: Sequence[Dist], drafts: Tokens
 
     def one_round(tp: mx.array, dp: mx.array, ids: mx.array, u: mx.array
                   ) -> tuple[mx.array, mx.array]:
-        verdict = verify_drafts_jointly(tp, dp, ids, u)
+        verdict = verify_blockwise(tp, dp, ids, u)
         return verdict.num_accepted, verdict.next_token
 
     # Every argument is mapped (broadcast per cell): under mx.vmap, MLX 0.32's `&` drops the
@@ -439,7 +439,7 @@ def library_outcomes(ps: Sequence[Dist], qs: Sequence[Dist], drafts: Tokens
     out: defaultdict[tuple[int, int], Fraction] = defaultdict(Fraction)
     for cell, tau, y in zip(cells, np.array(kept).tolist(), np.array(nxt).tolist(), strict=True):
         out[(int(tau), int(y))] += prod((c[0] for c in cell), start=ONE)
-    law = verify_drafts_jointly(target, draft, tokens, uniforms[0]).accepted_length_law
+    law = verify_blockwise(target, draft, tokens, uniforms[0]).accepted_length_law
     return dict(out), [float(x) for x in np.array(law).tolist()]
 
 

@@ -44,8 +44,8 @@ from specaccept import (
     residual_resample,
     rewind_trim,
     sample_from_distribution,
-    verify_block,
     verify_draft_token,
+    verify_tokenwise,
 )
 
 Dist: TypeAlias = tuple[Fraction, ...]
@@ -254,7 +254,7 @@ def _argmax(p: mx.array, u: mx.array) -> mx.array:
 
 
 def library_rule(rule: AcceptanceRule, *, with_q: bool = True) -> Rule:
-    """`verify_draft_token(rule, ...)`; the bonus as `verify_block` draws it."""
+    """`verify_draft_token(rule, ...)`; the bonus as `verify_tokenwise` draws it."""
 
     def verify(
         p: mx.array, q: mx.array, token: mx.array, u_accept: mx.array, u_sample: mx.array
@@ -638,7 +638,7 @@ def test_greedy_argmax_is_exact_on_a_one_hot_target(q: Dist) -> None:
 
 
 def test_sampler_match_emits_the_target_only_stream_whatever_the_drafts() -> None:
-    """Lemma 2, pathwise: under `verify_block` with sampler-match, the tokens a round
+    """Lemma 2, pathwise: under `verify_tokenwise` with sampler-match, the tokens a round
     emits are the target-only draws made with the same u_sample column, for drafts that
     are any function of the uniforms (here: adversarial ones)."""
     rng = np.random.default_rng(902)
@@ -654,7 +654,7 @@ def test_sampler_match_emits_the_target_only_stream_whatever_the_drafts() -> Non
         agree = trial % (k + 1)
         drafts = tuple(alone[:agree]) + tuple((x + 1) % 4 for x in alone[agree:k])
         rows = [TARGET(prefix + drafts[:i]) for i in range(k + 1)]
-        verdict = verify_block(
+        verdict = verify_tokenwise(
             AcceptanceRule.SAMPLER_MATCH, as_float32(rows), None,
             mx.array(drafts, dtype=mx.int32), mx.array(uniforms, dtype=mx.float32),
         )
@@ -734,7 +734,7 @@ def test_biased_rules_fail_the_round_law(k: int) -> None:
 
 def block_law(rule: AcceptanceRule, target: Table, drafter: Table, prefix: Tokens,
               k: int) -> Law:
-    """The exact law of what `verify_block` emits, its 2(k+1) uniforms integrated jointly:
+    """The exact law of what `verify_tokenwise` emits, its 2(k+1) uniforms integrated jointly:
     every cell of the product of all positions' pieces is evaluated, none is assumed
     irrelevant (the library is mapped over the cells with `mx.vmap`)."""
     weights: list[Fraction] = []
@@ -762,7 +762,7 @@ def block_law(rule: AcceptanceRule, target: Table, drafter: Table, prefix: Token
 
     def one_round(tp: mx.array, dp: mx.array, ids: mx.array, u: mx.array
                   ) -> tuple[mx.array, mx.array]:
-        verdict = verify_block(rule, tp, dp, ids, u)
+        verdict = verify_tokenwise(rule, tp, dp, ids, u)
         return verdict.num_accepted, verdict.next_token
 
     args = (mx.array(np.stack(target_rows)), mx.array(np.stack(draft_rows)),
@@ -785,8 +785,8 @@ def block_law(rule: AcceptanceRule, target: Table, drafter: Table, prefix: Token
     ids=lambda rule: rule.value,
 )
 @pytest.mark.parametrize("k", [1, 2, 3])
-def test_verify_block_emits_the_target_law(rule: AcceptanceRule, k: int) -> None:
-    """Lemma 6 for the library's whole-round function: `verify_block` over all its
+def test_verify_tokenwise_emits_the_target_law(rule: AcceptanceRule, k: int) -> None:
+    """Lemma 6 for the library's whole-round function: `verify_tokenwise` over all its
     uniforms at once emits the target's law (a one-hot one for greedy-argmax), and the
     same law as the position-by-position composition of `verify_draft_token`."""
     target = ONE_HOT_TARGET if rule is AcceptanceRule.GREEDY_ARGMAX else TARGET
@@ -796,8 +796,8 @@ def test_verify_block_emits_the_target_law(rule: AcceptanceRule, k: int) -> None
         assert law == round_law(library_rule(rule), target, DRAFTER, prefix, k)
 
 
-def test_verify_block_with_a_biased_rule_is_caught() -> None:
-    """greedy-argmax's `verify_block` on a temperature > 0 target is argmax-against-argmax."""
+def test_verify_tokenwise_with_a_biased_rule_is_caught() -> None:
+    """greedy-argmax's `verify_tokenwise` on a temperature > 0 target is argmax-against-argmax."""
     k = 3
     for prefix in PROMPTS:
         law = block_law(AcceptanceRule.GREEDY_ARGMAX, TARGET, DRAFTER, prefix, k)

@@ -52,7 +52,7 @@ from proofs.test_exact_rounds import (
     table,
     target_law,
 )
-from specaccept import AcceptanceRule, sample_from_distribution, verify_block, verify_drafts_jointly
+from specaccept import AcceptanceRule, sample_from_distribution, verify_blockwise, verify_tokenwise
 from specaccept.core.randomness import DRAFT, UniformKey, round_keys
 
 ZERO = Fraction(0)
@@ -114,8 +114,8 @@ def library_round(rule: AcceptanceRule, target: Table, drafter: Table, context: 
                   draft_uniforms: Sequence[float],
                   verify_uniforms: Sequence[Sequence[float]]) -> tuple[Tokens, Tokens]:
     """What the generator's round does with these uniforms: each draft drawn with
-    `sample_from_distribution` from the drafter's row, then `verify_block` (token-by-token
-    rules) or `verify_drafts_jointly` (block); returns (drafts, emitted block)."""
+    `sample_from_distribution` from the drafter's row, then `verify_tokenwise` (token-by-token
+    rules) or `verify_blockwise` (block); returns (drafts, emitted block)."""
     drafts: Tokens = ()
     for u in draft_uniforms:
         row = as_float32([drafter(context + drafts)])[0]
@@ -126,10 +126,10 @@ def library_round(rule: AcceptanceRule, target: Table, drafter: Table, context: 
     tokens = mx.array(list(drafts), dtype=mx.int32)
     uniforms = mx.array([list(row) for row in verify_uniforms], dtype=mx.float32)
     if rule.verifies_jointly:
-        joint = verify_drafts_jointly(target_probs, draft_probs, tokens, uniforms)
+        joint = verify_blockwise(target_probs, draft_probs, tokens, uniforms)
         accepted, nxt = joint.num_accepted, joint.next_token
     else:
-        accepted, nxt = verify_block(rule, target_probs, draft_probs, tokens, uniforms)
+        accepted, nxt = verify_tokenwise(rule, target_probs, draft_probs, tokens, uniforms)
     a = as_int(accepted)
     return drafts, (*drafts[:a], as_int(nxt))
 

@@ -313,7 +313,7 @@ def test_the_library_realises_the_exact_rule(scheme: TreeScheme, tree: str) -> N
 
 
 def test_the_chain_is_token_by_token_rejection_sampling() -> None:
-    """A width-1 tree under every scheme with q is modified rejection sampling, verify_block's
+    """A width-1 tree under every scheme with q is modified rejection sampling, verify_tokenwise's
     stochastic rule: one law for both schemes that read q."""
     chain = TREES["chain2"]
     assert (round_law(Variant(TreeScheme.IID), TreeScheme.IID, chain)

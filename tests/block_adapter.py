@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import mlx.core as mx
 
-from specaccept import AcceptanceRule, BlockVerdict, verify_block
+from specaccept import AcceptanceRule, BlockVerdict, verify_tokenwise
 
 __all__ = ["BlockFn", "rule_block"]
 
@@ -19,7 +19,7 @@ BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.
 
 
 def rule_block(
-    rule: AcceptanceRule, verify: Callable[..., BlockVerdict] = verify_block
+    rule: AcceptanceRule, verify: Callable[..., BlockVerdict] = verify_tokenwise
 ) -> BlockFn:
     """`verify` under `rule` as a BlockFn returning (num_accepted, next_token)."""
 

@@ -32,9 +32,9 @@ from specaccept import (
     load_pair,
     rewind_trim,
     sample_from_distribution,
-    verify_block,
+    verify_tokenwise,
 )
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import round_uniforms
 from specaccept.shell.conformance import TraceWriter, encode_rows
 
@@ -95,7 +95,7 @@ def _decide(
 ) -> tuple[int, int]:
     """(accepted, next token) under the engine's rule with its bug."""
     if rule is AcceptanceRule.BLOCK and bug in (None, "position-keyed-uniforms"):
-        joint = verify_drafts_jointly(mx.array(p.astype(np.float32)),
+        joint = verify_blockwise(mx.array(p.astype(np.float32)),
                                       mx.array(q.astype(np.float32)), mx.array(drafts),
                                       mx.array(uniforms))
         return int(np.array(joint.num_accepted)), int(np.array(joint.next_token))
@@ -104,7 +104,7 @@ def _decide(
         bug = None
     if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
                               "raw-logits-q"):
-        verdict = verify_block(rule, mx.array(p.astype(np.float32)),
+        verdict = verify_tokenwise(rule, mx.array(p.astype(np.float32)),
                                mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
                                else None, mx.array(drafts), mx.array(uniforms))
         return int(np.array(verdict.num_accepted)), int(np.array(verdict.next_token))

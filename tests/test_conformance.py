@@ -66,11 +66,11 @@ def test_block_verification_stopping_at_the_first_failure_fails_the_replay(
     pair: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The generator's rounds decided by the first-failure variant: the replay, which
-    # decides each block-verified round with verify_drafts_jointly, must diverge.
+    # decides each block-verified round with verify_blockwise, must diverge.
     import specaccept.shell.generator as generator_module
     from wrong_rules import joint_verification
 
-    monkeypatch.setattr(generator_module, "verify_drafts_jointly",
+    monkeypatch.setattr(generator_module, "verify_blockwise",
                         joint_verification(longest_prefix=False))
     generator = SpeculativeGenerator(  # the core path, where the variant was injected
         pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule="block",

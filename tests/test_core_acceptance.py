@@ -17,8 +17,8 @@ from specaccept import (
     residual_distribution,
     residual_resample,
     sample_from_distribution,
-    verify_block,
     verify_draft_token,
+    verify_tokenwise,
 )
 
 
@@ -80,7 +80,7 @@ def _int(value: mx.array) -> int:
 def _expected_round(
     rule: AcceptanceRule, target: mx.array, draft: mx.array, tokens: mx.array, u: mx.array
 ) -> tuple[int, int]:
-    """verify_block spelled out: position i reads u[i, 0] to accept and u[i, 1] to sample."""
+    """verify_tokenwise spelled out: position i reads u[i, 0] to accept and u[i, 1] to sample."""
     k = tokens.shape[0]
     for i in range(k):
         t = _int(tokens[i])
@@ -97,7 +97,7 @@ def _expected_round(
 @pytest.mark.parametrize(
     "rule", [AcceptanceRule.STOCHASTIC, AcceptanceRule.SAMPLER_MATCH], ids=lambda r: r.value
 )
-def test_verify_block_reads_the_documented_uniform_slots(rule: AcceptanceRule) -> None:
+def test_verify_tokenwise_reads_the_documented_uniform_slots(rule: AcceptanceRule) -> None:
     rng = np.random.default_rng(12)
     vocab, k = 4, 3
     seen_accepts = set()
@@ -109,7 +109,7 @@ def test_verify_block_reads_the_documented_uniform_slots(rule: AcceptanceRule) -
                            else int(rng.integers(vocab)) for i in range(k)], dtype=np.int32)
         u = rng.random((k + 1, 2)).astype(np.float32)
         args = (mx.array(target), mx.array(draft), mx.array(tokens), mx.array(u))
-        verdict = verify_block(rule, *args)
+        verdict = verify_tokenwise(rule, *args)
         got = (_int(verdict.num_accepted), _int(verdict.next_token))
         assert got == _expected_round(rule, *args)
         seen_accepts.add(got[0])

@@ -21,8 +21,8 @@ from specaccept import (
     residual_distribution,
     residual_resample,
     sample_from_distribution,
-    verify_block,
     verify_draft_token,
+    verify_tokenwise,
 )
 
 P = mx.array([0.25, 0.5, 0.25])
@@ -170,7 +170,7 @@ def test_sampler_match_and_greedy_need_no_q() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# verify_block shapes.
+# verify_tokenwise shapes.
 
 K = 2
 TARGET = mx.array([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [1.0, 0.0, 0.0]])  # [k+1, V]
@@ -182,65 +182,65 @@ UNIFORMS = mx.full((K + 1, 2), 0.5)
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        _case(lambda: verify_block("greedy", TARGET, DRAFT, TOKENS, UNIFORMS),  # type: ignore[arg-type]
+        _case(lambda: verify_tokenwise("greedy", TARGET, DRAFT, TOKENS, UNIFORMS),  # type: ignore[arg-type]
               TypeError, "rule must be an AcceptanceRule", "rule"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET[0], DRAFT, TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET[0], DRAFT, TOKENS, UNIFORMS),
               ValueError, "target_probs must be 2-d", "target-1d"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET.astype(mx.float16), DRAFT, TOKENS,
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET.astype(mx.float16), DRAFT, TOKENS,
                                    UNIFORMS),
               TypeError, "target_probs must be float32", "target-float16"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET[:K], DRAFT, TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET[:K], DRAFT, TOKENS, UNIFORMS),
               ValueError, r"target_probs must be \[k\+1, V\] = \[3, V\]", "target-rows"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS.tolist(),  # type: ignore[arg-type]
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS.tolist(),  # type: ignore[arg-type]
                                    UNIFORMS),
               TypeError, "draft_tokens must be an mlx.core.array", "tokens-list"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS[None], UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS[None], UNIFORMS),
               ValueError, r"draft_tokens must be \[k\] with k >= 1", "tokens-2d"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET[:1], DRAFT[:0],
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET[:1], DRAFT[:0],
                                    mx.zeros((0,), dtype=mx.int32), UNIFORMS[:1]),
               ValueError, r"draft_tokens must be \[k\] with k >= 1", "tokens-empty"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS.astype(mx.float32),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS.astype(mx.float32),
                                    UNIFORMS),
               TypeError, "draft_tokens must be an integer array", "tokens-float"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS, UNIFORMS[:K]),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS, UNIFORMS[:K]),
               ValueError, r"uniforms must be \[k\+1, 2\] = \[3, 2\]", "uniforms-rows"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS, UNIFORMS[:, :1]),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS, UNIFORMS[:, :1]),
               ValueError, r"uniforms must be \[k\+1, 2\]", "uniforms-cols"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS,
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS,
                                    UNIFORMS.astype(mx.int32)),
               TypeError, "uniforms must be a floating array", "uniforms-int"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT, TOKENS,
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT, TOKENS,
                                    UNIFORMS.tolist()),  # type: ignore[arg-type]
               TypeError, "uniforms must be an mlx.core.array", "uniforms-list"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, None, TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, None, TOKENS, UNIFORMS),
               ValueError, "draft_probs is required by rule 'stochastic'", "draft-none"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, TARGET, TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, TARGET, TOKENS, UNIFORMS),
               ValueError, r"draft_probs must be \[k, V\] = \[2, 3\]", "draft-rows"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT[:, :2], TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT[:, :2], TOKENS, UNIFORMS),
               ValueError, r"draft_probs must be \[k, V\]", "draft-vocab"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT[0], TOKENS, UNIFORMS),
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT[0], TOKENS, UNIFORMS),
               ValueError, "draft_probs must be 2-d", "draft-1d"),
-        _case(lambda: verify_block(STOCHASTIC, TARGET, DRAFT.astype(mx.float16), TOKENS,
+        _case(lambda: verify_tokenwise(STOCHASTIC, TARGET, DRAFT.astype(mx.float16), TOKENS,
                                    UNIFORMS),
               TypeError, "draft_probs must be float32", "draft-float16"),
-        _case(lambda: verify_block(AcceptanceRule.SAMPLER_MATCH, TARGET, DRAFT[:1], TOKENS,
+        _case(lambda: verify_tokenwise(AcceptanceRule.SAMPLER_MATCH, TARGET, DRAFT[:1], TOKENS,
                                    UNIFORMS),
               ValueError, r"draft_probs must be \[k, V\]", "draft-rows-sampler-match"),
     ],
 )
-def test_verify_block_shape_errors(call: Call, error: type[Exception], match: str) -> None:
+def test_verify_tokenwise_shape_errors(call: Call, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         call()
 
 
-def test_verify_block_accepts_good_input_for_every_rule() -> None:
+def test_verify_tokenwise_accepts_good_input_for_every_rule() -> None:
     for rule in AcceptanceRule:
         if rule.verifies_jointly:
-            with pytest.raises(ValueError, match="verify_drafts_jointly"):
-                verify_block(rule, TARGET, DRAFT, TOKENS, UNIFORMS)
+            with pytest.raises(ValueError, match="verify_blockwise"):
+                verify_tokenwise(rule, TARGET, DRAFT, TOKENS, UNIFORMS)
             continue
         draft = DRAFT if rule.needs_proposal_distribution else None
-        num_accepted, next_token = verify_block(rule, TARGET, draft, TOKENS, UNIFORMS)
+        num_accepted, next_token = verify_tokenwise(rule, TARGET, draft, TOKENS, UNIFORMS)
         assert num_accepted.dtype == mx.int32 and num_accepted.ndim == 0
         assert next_token.dtype == mx.int32 and next_token.ndim == 0
 

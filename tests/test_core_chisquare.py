@@ -30,10 +30,10 @@ from specaccept import (
     acceptance_probability,
     effective_token_distribution,
     sample_from_distribution,
-    verify_block,
-    verify_drafts_jointly,
+    verify_blockwise,
+    verify_tokenwise,
 )
-from wrong_rules import joint_verification, resample_from_p_verify_block
+from wrong_rules import joint_verification, resample_from_p_verify_tokenwise
 
 VOCAB = 6
 ALPHA = 1e-4
@@ -46,8 +46,8 @@ DRAFT_CONFIG = SamplerConfig(temperature=1.0)
 P = effective_token_distribution(mx.array([1.6, 1.0, 0.4, 0.0, -0.6, -1.2]), TARGET_CONFIG)
 Q = effective_token_distribution(mx.array([-1.0, -0.2, 0.3, 0.9, 0.2, 1.5]), DRAFT_CONFIG)
 
-# verify_block with one change: a rejection is replaced by a draw from p, not the residual.
-_wrong_resample_from_p = rule_block(AcceptanceRule.STOCHASTIC, resample_from_p_verify_block)
+# verify_tokenwise with one change: a rejection is replaced by a draw from p, not the residual.
+_wrong_resample_from_p = rule_block(AcceptanceRule.STOCHASTIC, resample_from_p_verify_tokenwise)
 _wrong_resample_from_p.__name__ = "_wrong_resample_from_p"  # named in the printed statistic
 
 
@@ -55,7 +55,7 @@ def _wrong_argmax_against_argmax(
     target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array
 ) -> tuple[mx.array, mx.array]:
     """The greedy rule applied to a sampled target: argmax whatever the temperature."""
-    verdict = verify_block(AcceptanceRule.GREEDY_ARGMAX, target, None, tokens, uniforms)
+    verdict = verify_tokenwise(AcceptanceRule.GREEDY_ARGMAX, target, None, tokens, uniforms)
     return verdict.num_accepted, verdict.next_token
 
 
@@ -88,7 +88,7 @@ def chi_square(tokens: npt.NDArray[np.int64], target: mx.array = P) -> float:
 
 
 def test_vmapped_rounds_agree_with_single_calls() -> None:
-    # The harness batches rounds with mx.vmap; the statistic is about verify_block, so pin
+    # The harness batches rounds with mx.vmap; the statistic is about verify_tokenwise, so pin
     # that the batched verdicts are the unbatched ones.
     k, rounds = 4, 40
     keys = mx.random.split(mx.random.key(7), 2)
@@ -173,7 +173,7 @@ def test_the_joint_variants_differ_from_the_library_only_by_their_switch() -> No
     uniforms = mx.random.uniform(shape=(rounds, k + 1, 2), key=keys[1])
     target = mx.broadcast_to(BLOCK_P, (rounds, k + 1, VOCAB))
     draft = mx.broadcast_to(BLOCK_Q, (rounds, k, VOCAB))
-    library = mx.vmap(_joint_block(verify_drafts_jointly))(target, draft, drafts, uniforms)
+    library = mx.vmap(_joint_block(verify_blockwise))(target, draft, drafts, uniforms)
     clone = mx.vmap(_joint_block(joint_verification()))(target, draft, drafts, uniforms)
     assert np.array(library[0]).tolist() == np.array(clone[0]).tolist()
     assert np.array(library[1]).tolist() == np.array(clone[1]).tolist()
@@ -185,7 +185,7 @@ def test_the_joint_variants_differ_from_the_library_only_by_their_switch() -> No
 
 @pytest.mark.parametrize("k", [1, 4])
 def test_block_verification_fits_the_target_distribution(k: int) -> None:
-    block = _joint_block(verify_drafts_jointly)
+    block = _joint_block(verify_blockwise)
     tokens, kept = emitted_tokens(block, k, seed=2000 + k, p=BLOCK_P, q=BLOCK_Q)
     statistic = chi_square(tokens, BLOCK_P)
     stochastic = rule_block(AcceptanceRule.STOCHASTIC)

@@ -25,11 +25,11 @@ from specaccept import (
     accept_draft_token,
     effective_token_distribution,
     sample_from_distribution,
-    verify_block,
+    verify_blockwise,
     verify_draft_token,
-    verify_drafts_jointly,
+    verify_tokenwise,
 )
-from specaccept.shell.fused import fused_verify_block
+from specaccept.shell.fused import fused_verify_tokenwise
 
 V = 4
 # Id 0, where a placeholder is gathered, is a draft every rule would keep: p(0) = 0.5 is the
@@ -62,21 +62,21 @@ CHILD = textwrap.dedent(
     """
     import mlx.core as mx
     from specaccept import (AcceptanceRule, SamplerConfig, accept_draft_token,
-                            effective_token_distribution, verify_block, verify_draft_token,
-                            verify_drafts_jointly)
-    from specaccept.shell.fused import fused_verify_block
+                            effective_token_distribution, verify_tokenwise, verify_draft_token,
+                            verify_blockwise)
+    from specaccept.shell.fused import fused_verify_tokenwise
     V = 4
     p, q = mx.array([0.5, 0.25, 0.25, 0.0]), mx.array([0.25] * 4)
     target, draft, u = mx.stack([p, p, p]), mx.stack([q, q]), mx.array([[0.5, 0.5]] * 3)
     for value in (2**31 - 1, 10**6, -(2**31), -V - 1):
         for dtype in (mx.int32, mx.int64):
             t = mx.array([0, value], dtype=dtype)
-            out = [accept_draft_token(p, q, t[1], 0.5), *verify_drafts_jointly(target, draft, t, u)]
+            out = [accept_draft_token(p, q, t[1], 0.5), *verify_blockwise(target, draft, t, u)]
             for rule in (AcceptanceRule.GREEDY_ARGMAX, AcceptanceRule.SAMPLER_MATCH,
                          AcceptanceRule.STOCHASTIC):
                 out += [*verify_draft_token(rule, p, q, t[1], 0.5, 0.5),
-                        *verify_block(rule, target, draft, t, u),
-                        *fused_verify_block(rule, target, draft, t, u)]
+                        *verify_tokenwise(rule, target, draft, t, u),
+                        *fused_verify_tokenwise(rule, target, draft, t, u)]
             for config in (SamplerConfig(repetition_penalty=2.0),
                            SamplerConfig(dry_multiplier=1.0, dry_allowed_length=1)):
                 history = mx.array([1, value, 1, value], dtype=dtype)
@@ -148,7 +148,7 @@ def with_placeholder(tokens: mx.array, at: int, value: int, dtype: mx.Dtype) -> 
 
 @pytest.mark.parametrize(("value", "dtype"), PLACEHOLDERS)
 @pytest.mark.parametrize("rule", RULES[:3], ids=lambda r: r.value)
-def test_verify_block_ends_the_round_at_a_placeholder(
+def test_verify_tokenwise_ends_the_round_at_a_placeholder(
     rule: AcceptanceRule, value: int, dtype: mx.Dtype
 ) -> None:
     k = 3
@@ -159,15 +159,15 @@ def test_verify_block_ends_the_round_at_a_placeholder(
     uniforms = mx.array([[0.0, u_sample]] * (k + 1))
     for at in range(k):  # every real draft (id 0) is kept, so the round ends at the placeholder
         tokens = with_placeholder(mx.zeros(k, dtype=mx.int32), at, value, dtype)
-        verdict = verify_block(rule, target, q, tokens, uniforms)
+        verdict = verify_tokenwise(rule, target, q, tokens, uniforms)
         assert (verdict.num_accepted.item(), verdict.next_token.item()) == (at, own)
-        fused = fused_verify_block(rule, target, q, tokens, uniforms)
+        fused = fused_verify_tokenwise(rule, target, q, tokens, uniforms)
         assert (fused[0].item(), fused[1].item()) == (at, own)
 
 
 @pytest.mark.parametrize("rule", RULES[:3], ids=lambda r: r.value)
 @pytest.mark.parametrize("seed", range(6))
-def test_verify_block_with_a_placeholder_is_the_truncated_round(
+def test_verify_tokenwise_with_a_placeholder_is_the_truncated_round(
     rule: AcceptanceRule, seed: int
 ) -> None:
     k = 4
@@ -175,31 +175,31 @@ def test_verify_block_with_a_placeholder_is_the_truncated_round(
     q = draft if rule.needs_proposal_distribution else None
     for at in range(1, k):
         padded = with_placeholder(tokens, at, -1 if seed % 2 else 10**6, mx.int32)
-        got = verify_block(rule, target, q, padded, uniforms)
-        want = verify_block(rule, target[: at + 1], None if q is None else q[:at], tokens[:at],
+        got = verify_tokenwise(rule, target, q, padded, uniforms)
+        want = verify_tokenwise(rule, target[: at + 1], None if q is None else q[:at], tokens[:at],
                             uniforms[: at + 1])
         assert (got.num_accepted.item(), got.next_token.item()) == (
             want.num_accepted.item(), want.next_token.item())
-        fused = fused_verify_block(rule, target, q, padded, uniforms)
+        fused = fused_verify_tokenwise(rule, target, q, padded, uniforms)
         assert (fused[0].item(), fused[1].item()) == (got.num_accepted.item(),
                                                       got.next_token.item())
 
 
 @pytest.mark.parametrize(("value", "dtype"), PLACEHOLDERS)
-def test_verify_drafts_jointly_with_a_leading_placeholder_is_a_target_step(
+def test_verify_blockwise_with_a_leading_placeholder_is_a_target_step(
     value: int, dtype: mx.Dtype
 ) -> None:
     k = 3
     target, draft, tokens, uniforms = block_inputs(k, 7)
     padded = with_placeholder(tokens, 0, value, dtype)
-    verdict = verify_drafts_jointly(target, draft, padded, uniforms)
+    verdict = verify_blockwise(target, draft, padded, uniforms)
     own = sample_from_distribution(target[0], uniforms[0, 1]).item()
     assert (verdict.num_accepted.item(), verdict.next_token.item()) == (0, own)
     assert verdict.accepted_length_law.tolist() == [1.0] + [0.0] * k
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_verify_drafts_jointly_with_a_placeholder_is_the_truncated_round(seed: int) -> None:
+def test_verify_blockwise_with_a_placeholder_is_the_truncated_round(seed: int) -> None:
     # Bit for bit, the law included (padded with zeros); some seeds make a draft unproposable
     # (q = 0 < p) or excluded (p = 0), the weights' two special cases.
     k = 4
@@ -212,8 +212,8 @@ def test_verify_drafts_jointly_with_a_placeholder_is_the_truncated_round(seed: i
     for at in range(1, k):
         for value, dtype in ((-1, mx.int32), (V, mx.int64), (2**32 - 1, mx.uint32)):
             padded = with_placeholder(tokens, at, value, dtype)
-            got = verify_drafts_jointly(target, draft, padded, uniforms)
-            want = verify_drafts_jointly(target[: at + 1], draft[:at], tokens[:at],
+            got = verify_blockwise(target, draft, padded, uniforms)
+            want = verify_blockwise(target[: at + 1], draft[:at], tokens[:at],
                                          uniforms[: at + 1])
             assert got.num_accepted.item() == want.num_accepted.item()
             assert got.next_token.item() == want.next_token.item()
@@ -229,10 +229,10 @@ def test_real_drafts_after_a_placeholder_are_never_read() -> None:
     other = ids([drafted[0], -1, (drafted[2] + 1) % V], mx.int32)
     for rule in RULES[:3]:
         q = draft if rule.needs_proposal_distribution else None
-        assert [x.item() for x in verify_block(rule, target, q, first, uniforms)] == [
-            x.item() for x in verify_block(rule, target, q, other, uniforms)]
-    a = verify_drafts_jointly(target, draft, first, uniforms)
-    b = verify_drafts_jointly(target, draft, other, uniforms)
+        assert [x.item() for x in verify_tokenwise(rule, target, q, first, uniforms)] == [
+            x.item() for x in verify_tokenwise(rule, target, q, other, uniforms)]
+    a = verify_blockwise(target, draft, first, uniforms)
+    b = verify_blockwise(target, draft, other, uniforms)
     assert a.accepted_length_law.tolist() == b.accepted_length_law.tolist()
     assert (a.num_accepted.item(), a.next_token.item()) == (b.num_accepted.item(),
                                                             b.next_token.item())

@@ -48,9 +48,9 @@ from specaccept import (
     rewind_trim,
     sample_from_distribution,
     sample_token_with_distribution,
-    verify_block,
+    verify_blockwise,
     verify_draft_token,
-    verify_drafts_jointly,
+    verify_tokenwise,
 )
 from specaccept.core.randomness import position_uniform
 from specaccept.core.sampling import (
@@ -239,8 +239,8 @@ def test_a_round_verdict_is_in_range_under_every_rule(data: st.DataObject) -> No
     target_values = np.array(target)
     for rule in RULES:
         if rule.verifies_jointly:
-            continue  # verify_drafts_jointly, below
-        verdict = verify_block(rule, target, draft, drafts, uniforms)
+            continue  # verify_blockwise, below
+        verdict = verify_tokenwise(rule, target, draft, drafts, uniforms)
         accepted, following = verdict.num_accepted.item(), verdict.next_token.item()
         assert isinstance(accepted, int) and 0 <= accepted <= k
         assert isinstance(following, int) and 0 <= following < vocab
@@ -248,13 +248,13 @@ def test_a_round_verdict_is_in_range_under_every_rule(data: st.DataObject) -> No
         single = verify_draft_token(rule, target[0], draft[0], drafts[0],
                                     uniforms[0, 0], uniforms[0, 1])
         assert 0 <= _int(single.token) < vocab
-    joint = verify_drafts_jointly(target, draft, drafts, uniforms)
+    joint = verify_blockwise(target, draft, drafts, uniforms)
     accepted = joint.num_accepted.item()
     assert isinstance(accepted, int) and 0 <= accepted <= k
     assert 0 <= _int(joint.next_token) < vocab
     law = np.array(joint.accepted_length_law)
     assert np.isfinite(law).all() and (law >= -1e-6).all() and abs(law.sum() - 1) < 1e-4
-    _count("verify_block, verify_draft_token, verify_drafts_jointly")
+    _count("verify_tokenwise, verify_draft_token, verify_blockwise")
 
 
 @_budget("valid")
@@ -377,8 +377,8 @@ def test_hostile_arguments_to_the_round_functions(data: st.DataObject) -> None:
     }
     rule = data.draw(_maybe(AcceptanceRule.STOCHASTIC, st.sampled_from([*RULES, "x", None])))
     for function, call in (
-        (verify_block, {"rule": rule, **arguments}),
-        (verify_drafts_jointly, arguments),
+        (verify_tokenwise, {"rule": rule, **arguments}),
+        (verify_blockwise, arguments),
     ):
         result = _call(function, call, set(call))
         if result is not None:

@@ -13,7 +13,7 @@ from specaccept import (
     SamplerConfig,
     acceptance_rule,
     effective_token_distribution,
-    verify_block,
+    verify_tokenwise,
 )
 
 VOCAB = 6
@@ -57,7 +57,7 @@ def _round(
     k = len(drafts)
     target = greedy_rows(config, [current, *drafts])  # row i follows prefix + drafts[:i]
     uniforms = mx.random.uniform(shape=(k + 1, 2), key=mx.random.key(seed))  # must not matter
-    verdict = verify_block(rule, target, None, mx.array(drafts), uniforms)
+    verdict = verify_tokenwise(rule, target, None, mx.array(drafts), uniforms)
     return int(np.asarray(verdict.num_accepted)), int(np.asarray(verdict.next_token))
 
 

@@ -8,7 +8,7 @@ import random
 import mlx.core as mx
 import pytest
 
-from specaccept import AcceptanceRule, TreeScheme, verify_block, verify_tree
+from specaccept import AcceptanceRule, TreeScheme, verify_tokenwise, verify_tree
 from specaccept.core import randomness
 from specaccept.core.tree import tree_keys, tree_shape
 
@@ -21,7 +21,7 @@ def dyadic_law(rng: random.Random, vocab: int) -> list[float]:
 
 
 @pytest.mark.parametrize("scheme", [TreeScheme.IID, TreeScheme.WITHOUT_REPLACEMENT])
-def test_a_chain_is_verify_block_stochastic(scheme: TreeScheme) -> None:
+def test_a_chain_is_verify_tokenwise_stochastic(scheme: TreeScheme) -> None:
     """Every node an only child: the tree rule is modified rejection sampling position by
     position, on the same uniforms (accept_uniforms = column 0, sample_uniforms = column 1)."""
     rng = random.Random(5)
@@ -34,7 +34,7 @@ def test_a_chain_is_verify_block_stochastic(scheme: TreeScheme) -> None:
         tree = verify_tree(scheme, tuple(range(-1, k - 1)), mx.array(target), mx.array(draft),
                            tokens, mx.array([u[0] for u in uniforms[:k]]),
                            mx.array([u[1] for u in uniforms]))
-        block = verify_block(AcceptanceRule.STOCHASTIC, mx.array(target), mx.array(draft[:k]),
+        block = verify_tokenwise(AcceptanceRule.STOCHASTIC, mx.array(target), mx.array(draft[:k]),
                              mx.array(tokens), mx.array(uniforms))
         assert (tree.num_accepted.item(), tree.next_token.item()) == \
             (block.num_accepted.item(), block.next_token.item())

@@ -20,9 +20,9 @@ from specaccept import (
     accept_draft_token,
     residual_resample,
     sample_from_distribution,
-    verify_block,
+    verify_blockwise,
     verify_draft_token,
-    verify_drafts_jointly,
+    verify_tokenwise,
 )
 
 BATCH = 48
@@ -69,7 +69,7 @@ def test_sample_and_accept_under_vmap(vocab: int, share_rows: bool) -> None:
 
 @pytest.mark.parametrize("rule", TOKEN_RULES, ids=lambda r: r.value)
 @pytest.mark.parametrize("share_rows", [True, False], ids=["uniforms only", "every argument"])
-def test_verify_draft_token_and_verify_block_under_vmap(
+def test_verify_draft_token_and_verify_tokenwise_under_vmap(
     rule: AcceptanceRule, share_rows: bool
 ) -> None:
     rng = np.random.default_rng(3)
@@ -83,7 +83,7 @@ def test_verify_draft_token_and_verify_block_under_vmap(
     rows = [not share_rows]
 
     def block(p: mx.array, q: mx.array, d: mx.array, u: mx.array) -> Any:
-        return verify_block(rule, p, q, d, u)
+        return verify_tokenwise(rule, p, q, d, u)
 
     _assert_vmap_is_the_loop(block, [p3, q3, drafts, uniforms], [*rows * 3, True])
 
@@ -94,7 +94,7 @@ def test_verify_draft_token_and_verify_block_under_vmap(
 
 
 @pytest.mark.parametrize("share_rows", [True, False], ids=["uniforms only", "every argument"])
-def test_verify_drafts_jointly_under_vmap(share_rows: bool) -> None:
+def test_verify_blockwise_under_vmap(share_rows: bool) -> None:
     rng = np.random.default_rng(5)
     vocab, k = 5, 3
     p = _rows(rng, BATCH * (k + 1), vocab).reshape(BATCH, k + 1, vocab)
@@ -103,7 +103,7 @@ def test_verify_drafts_jointly_under_vmap(share_rows: bool) -> None:
     uniforms = mx.array(rng.random((BATCH, k + 1, 2)).astype(np.float32))
     if share_rows:
         p, q, drafts = p[0], q[0], drafts[0]
-    _assert_vmap_is_the_loop(lambda *a: tuple(verify_drafts_jointly(*a)),
+    _assert_vmap_is_the_loop(lambda *a: tuple(verify_blockwise(*a)),
                              [p, q, drafts, uniforms], [not share_rows] * 3 + [True])
 
 

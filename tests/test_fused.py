@@ -25,13 +25,13 @@ from specaccept import (
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,
-    verify_block,
+    verify_tokenwise,
 )
 from specaccept.shell.fused import (
     FusedSampler,
     draw_by_first_eligible,
     draw_from_distribution,
-    fused_verify_block,
+    fused_verify_tokenwise,
     invalid_row_codes,
 )
 from specaccept.shell.generator import (
@@ -239,8 +239,8 @@ def test_draft_step_matches_the_reference_on_random_logits(
 # --- the round's verdict -------------------------------------------------------------------
 
 
-def test_fused_verify_block_matches_the_golden_vectors(compile_mode: str) -> None:
-    for vector in vectors("verify_block"):
+def test_fused_verify_tokenwise_matches_the_golden_vectors(compile_mode: str) -> None:
+    for vector in vectors("verify_tokenwise"):
         inputs = vector["input"]
         assert isinstance(inputs, dict)
         rule = AcceptanceRule(inputs["rule"])
@@ -251,11 +251,11 @@ def test_fused_verify_block_matches_the_golden_vectors(compile_mode: str) -> Non
         tokens = (mx.array(ids["array"], dtype=getattr(mx, ids["dtype"])) if isinstance(ids, dict)
                   else mx.array(ids, dtype=mx.int32))
         uniforms = mx.array(inputs["uniforms"], dtype=mx.float32)
-        reference = verify_block(rule, target, draft, tokens, uniforms)
-        fast = fused_verify_block(rule, target, draft, tokens, uniforms)
-        compiled = mx.compile(lambda *arrays, rule=rule: fused_verify_block(rule, *arrays))
+        reference = verify_tokenwise(rule, target, draft, tokens, uniforms)
+        fast = fused_verify_tokenwise(rule, target, draft, tokens, uniforms)
+        compiled = mx.compile(lambda *arrays, rule=rule: fused_verify_tokenwise(rule, *arrays))
         fused = compiled(target, draft, tokens, uniforms) if draft is not None else mx.compile(
-            lambda *arrays, rule=rule: fused_verify_block(rule, arrays[0], None, *arrays[1:])
+            lambda *arrays, rule=rule: fused_verify_tokenwise(rule, arrays[0], None, *arrays[1:])
         )(target, tokens, uniforms)
         for got in (fast, fused):
             assert_same(f"{vector['name']} n", got[0], reference.num_accepted)
@@ -284,7 +284,7 @@ def test_verify_round_matches_the_reference_round(
         uniforms = uniforms_for(d, (k + 1, 2))
         target_probs = effective_token_distribution(target_logits, config)
         proposal = draft_probs if rule.needs_proposal_distribution else None
-        reference = verify_block(rule, target_probs, proposal, tokens, uniforms)
+        reference = verify_tokenwise(rule, target_probs, proposal, tokens, uniforms)
         got = fused.verify_round(rule, target_logits, proposal, tokens, uniforms)
         label = f"V={vocab} k={k}"
         assert_same(f"{label} n", got.num_accepted, reference.num_accepted)

@@ -1,6 +1,6 @@
 """End-to-end goodness of fit: the generator's own token stream follows the target's law.
 
-`test_core_chisquare.py` tests the rules on `verify_block` directly; these run
+`test_core_chisquare.py` tests the rules on `verify_tokenwise` directly; these run
 the whole generator (drafting, the batched target forward, verification, the
 rewinds) and test the stream it yields.
 
@@ -41,7 +41,7 @@ from synthetic_models import (
     random_markov2_table,
     target_trims_one_too_few,
 )
-from wrong_rules import resample_from_p_verify_block
+from wrong_rules import resample_from_p_verify_tokenwise
 
 ALPHA = 1e-4
 K = 4
@@ -158,12 +158,12 @@ def test_iid_stream_of_a_resample_from_p_generator_fails_pearson(
     # law becomes min(p, q) + (1 - sum min(p, q)) * p, which over-weights where q > p.
     # Its chi-square grows ~0.012 per token here, so half the tokens still fail it by 3x.
     # The generator verifies through the fused fast path, and through the core
-    # `verify_block` when that path is off: break both.
-    monkeypatch.setattr(generator_module, "verify_block", resample_from_p_verify_block)
+    # `verify_tokenwise` when that path is off: break both.
+    monkeypatch.setattr(generator_module, "verify_tokenwise", resample_from_p_verify_tokenwise)
     # The fused verifier also takes the draw it uses; the broken rule draws as the core does.
     monkeypatch.setattr(
-        fused_module, "fused_verify_block",
-        lambda rule, p, q, tokens, uniforms, draw=None: resample_from_p_verify_block(
+        fused_module, "fused_verify_tokenwise",
+        lambda rule, p, q, tokens, uniforms, draw=None: resample_from_p_verify_tokenwise(
             rule, p, q, tokens, uniforms),
     )
     run = _iid_run("stochastic", 1234, tokens=TOKENS // 2)

@@ -15,8 +15,8 @@ from specaccept import (
     SamplerConfig,
     SpeculativeGenerator,
     load_pair,
-    verify_block,
-    verify_drafts_jointly,
+    verify_blockwise,
+    verify_tokenwise,
 )
 
 pytest.importorskip("mlx_lm")
@@ -44,12 +44,12 @@ def test_observations_replay_and_tile_the_stream(temperature: float) -> None:
             continue
         assert observation.draft_probs is not None
         if observation.rule.verifies_jointly:  # block verification, the default at T > 0
-            verdict: Any = verify_drafts_jointly(
+            verdict: Any = verify_blockwise(
                 mx.array(observation.target_probs), mx.array(observation.draft_probs),
                 mx.array(observation.draft_tokens), mx.array(observation.uniforms),
             )
         else:
-            verdict = verify_block(
+            verdict = verify_tokenwise(
                 observation.rule, mx.array(observation.target_probs),
                 mx.array(observation.draft_probs)
                 if observation.rule.needs_proposal_distribution else None,

@@ -49,9 +49,9 @@ from specaccept import (
     rewind_trim,
     sample_from_distribution,
     sample_token_with_distribution,
-    verify_block,
+    verify_blockwise,
     verify_draft_token,
-    verify_drafts_jointly,
+    verify_tokenwise,
 )
 from specaccept.core import randomness
 from specaccept.core.tree import (
@@ -74,8 +74,8 @@ FAMILIES = (
     "accept_draft_token",
     "residual_distribution",
     "verify_draft_token",
-    "verify_block",
-    "verify_drafts_jointly",
+    "verify_tokenwise",
+    "verify_blockwise",
     "rewind_trim",
     "acceptance_closed_forms",
     "acceptance_rule",
@@ -329,11 +329,11 @@ def replay_verify_draft_token(
             + same("token", verdict.token.tolist(), expected["token"]))
 
 
-def replay_verify_block(
+def replay_verify_tokenwise(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     draft = inputs["draft_probs"]
-    verdict = verify_block(
+    verdict = verify_tokenwise(
         rule_arg(inputs["rule"]), float_array(inputs["target_probs"], "target_probs"),
         None if draft is None else float_array(draft, "draft_probs"),
         token_arg(inputs["draft_tokens"], "draft_tokens"),
@@ -343,13 +343,13 @@ def replay_verify_block(
             + same("next_token", verdict.next_token.item(), expected["next_token"]))
 
 
-def replay_verify_drafts_jointly(
+def replay_verify_blockwise(
     inputs: dict[str, object], expected: dict[str, object], atol: float
 ) -> Problems:
     # An error vector passes draft_probs = null to show it is required: pass None through.
     raw = inputs["draft_probs"]
     draft: Any = None if raw is None else float_array(raw, "draft_probs")
-    verdict = verify_drafts_jointly(
+    verdict = verify_blockwise(
         float_array(inputs["target_probs"], "target_probs"), draft,
         token_arg(inputs["draft_tokens"], "draft_tokens"),
         float_array(inputs["uniforms"], "uniforms"),
@@ -528,8 +528,8 @@ REPLAYERS: dict[str, Replayer] = {
     "accept_draft_token": replay_accept_draft_token,
     "residual_distribution": replay_residual_distribution,
     "verify_draft_token": replay_verify_draft_token,
-    "verify_block": replay_verify_block,
-    "verify_drafts_jointly": replay_verify_drafts_jointly,
+    "verify_tokenwise": replay_verify_tokenwise,
+    "verify_blockwise": replay_verify_blockwise,
     "rewind_trim": replay_rewind_trim,
     "acceptance_closed_forms": replay_acceptance_closed_forms,
     "acceptance_rule": replay_acceptance_rule,

@@ -78,7 +78,7 @@ FUNCTION_PAGES = [p for p in PAGES if FUNCTION_PAGE_TITLE.search(p.read_text("ut
 
 def test_function_pages_are_recognised() -> None:
     names = {page_id(p) for p in FUNCTION_PAGES}
-    assert {"sample_from_distribution.md", "verify_block.md", "sampler_config.md"} <= names
+    assert {"sample_from_distribution.md", "verify_tokenwise.md", "sampler_config.md"} <= names
     assert "index.md" not in names
 
 

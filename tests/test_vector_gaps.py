@@ -63,7 +63,7 @@ def greedy_as_a_draw(rule: Any, p: Any, q: Any, token: Any, u_accept: Any,
 
 def greedy_bonus_as_a_draw(rule: Any, target_probs: Any, draft_probs: Any, draft_tokens: Any,
                            uniforms: Any) -> tuple[int, int]:
-    num, nxt = ORIGINAL["verify_block"](rule, target_probs, draft_probs, draft_tokens, uniforms)
+    num, nxt = ORIGINAL["verify_tokenwise"](rule, target_probs, draft_probs, draft_tokens, uniforms)
     if rule == "greedy-argmax" and num == len(draft_tokens):
         nxt = int(port.sample_from_distribution(target_probs[-1], float(uniforms[-1][1])))
     return num, nxt
@@ -263,7 +263,7 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
     """The port's block verification with one of its load-bearing details changed; with
     `placeholder_excluded`, a placeholder read as a draft of p = 0 instead of ending the round."""
 
-    original = port.verify_drafts_jointly
+    original = port.verify_blockwise
 
     def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, uniforms: Any) -> Any:
         verdict = original(target_probs, draft_probs, draft_tokens, uniforms)  # its checks
@@ -370,7 +370,7 @@ KEYED_RUNS = {rule: {f"{rule}_k{k}_v{v}_context{c}" for k, c, v in ((2, 1, 3), (
 
 ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(port, name) for name in (
-        "verify", "verify_block", "filtered_distribution", "effective_token_distribution",
+        "verify", "verify_tokenwise", "filtered_distribution", "effective_token_distribution",
         "uniform", "require_probabilities", "run_uniforms", "draft_ids", "token_history",
     )
 }
@@ -387,7 +387,7 @@ ORIGINAL_TREE_PROPOSAL: Callable[..., Any] = port.tree_proposal
 GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("greedy-argmax emits a draw", "verify", greedy_as_a_draw, "verify_draft_token",
      {"greedy_is_argmax_not_a_draw", "greedy_rejects_what_a_draw_accepts"}),
-    ("the greedy bonus is a draw", "verify_block", greedy_bonus_as_a_draw, "verify_block",
+    ("the greedy bonus is a draw", "verify_tokenwise", greedy_bonus_as_a_draw, "verify_tokenwise",
      {"greedy_bonus_is_argmax_not_a_draw"}),
     ("a DRY breaker candidate keeps its match", "dry_penalty", dry_breaker_candidate_counted,
      "effective_token_distribution", {"dry_breaker_candidate_has_no_match"}),
@@ -417,21 +417,21 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      "sample_from_distribution", {"error_probs_float16", "error_probs_int32"}),
     ("Python uniforms unchecked", "uniform", unchecked_python_uniform,
      "sample_from_distribution", {"error_u_one", "error_u_negative"}),
-    ("block verification stops at the first failure", "verify_drafts_jointly",
-     joint_with(longest_prefix=False), "verify_drafts_jointly",
+    ("block verification stops at the first failure", "verify_blockwise",
+     joint_with(longest_prefix=False), "verify_blockwise",
      {"keeps_past_the_first_rejection", "three_kept_after_a_failing_second"}),
-    ("block verification's residual without the weight", "verify_drafts_jointly",
-     joint_with(weighted_residual=False), "verify_drafts_jointly", {"weighted_residual"}),
-    ("block verification with h_k = 1", "verify_drafts_jointly",
-     joint_with(last_keep_is_weight=False), "verify_drafts_jointly", {"p_zero_excludes_prefix"}),
-    ("block verification with h_i = 0 where Z_i = 0 and w_i = 1", "verify_drafts_jointly",
-     joint_with(zero_residual_keep=0.0), "verify_drafts_jointly",
+    ("block verification's residual without the weight", "verify_blockwise",
+     joint_with(weighted_residual=False), "verify_blockwise", {"weighted_residual"}),
+    ("block verification with h_k = 1", "verify_blockwise",
+     joint_with(last_keep_is_weight=False), "verify_blockwise", {"p_zero_excludes_prefix"}),
+    ("block verification with h_i = 0 where Z_i = 0 and w_i = 1", "verify_blockwise",
+     joint_with(zero_residual_keep=0.0), "verify_blockwise",
      {"zero_residual_keep_convention_is_one"}),
     ("block verification's q = 0 reset is 1", "prefix_weights",
-     prefix_weights_with(reset_is_one=True), "verify_drafts_jointly",
+     prefix_weights_with(reset_is_one=True), "verify_blockwise",
      {"q_zero_reset_outweighs_a_deep_deficit"}),
     ("block verification takes log(p / q)", "prefix_weights",
-     prefix_weights_with(log_of_ratio=True), "verify_drafts_jointly",
+     prefix_weights_with(log_of_ratio=True), "verify_blockwise",
      {"log_ratio_of_a_subnormal_q"}),
     ("the draw divides by the total", "sample_from_distribution", draw_dividing_by_total,
      "sample_from_distribution", {"compares_partial_sums_with_u_times_total",
@@ -450,7 +450,7 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
      placeholder_replaced_from_the_residual, "verify_draft_token",
      {"stochastic_placeholder_minus_one", "stochastic_placeholder_uint32_max"}),
     ("a placeholder replaced from the residual, in a round", "replacement_rows",
-     placeholder_replaced_from_the_residual, "verify_block",
+     placeholder_replaced_from_the_residual, "verify_tokenwise",
      {"stochastic_placeholder_minus_one_at_0", "stochastic_placeholder_minus_v_at_1",
       "stochastic_placeholder_minus_v_minus_one_at_2"}),
     ("a history id counts from the end", "token_history", history_counted_from_the_end,
@@ -458,8 +458,8 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("DRY matches across an id outside the vocabulary", "dry_penalty",
      dry_matching_across_no_token, "effective_token_distribution",
      {"dry_history_placeholder_breaks_match"}),
-    ("block verification reads a placeholder as p = 0", "verify_drafts_jointly",
-     joint_with(placeholder_excluded=True), "verify_drafts_jointly",
+    ("block verification reads a placeholder as p = 0", "verify_blockwise",
+     joint_with(placeholder_excluded=True), "verify_blockwise",
      {"placeholder_minus_v_at_1", "placeholder_million_at_1", "placeholder_uint32_max_at_1"}),
     ("tree siblings tested against q as drawn", "tree_proposal", tree_proposal_as_drawn,
      "verify_tree", {"without_replacement_renormalises_q", "candidates_are_one_hot"}),

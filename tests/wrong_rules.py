@@ -1,4 +1,4 @@
-"""Deliberately wrong acceptance rules, with `verify_block`'s signature.
+"""Deliberately wrong acceptance rules, with `verify_tokenwise`'s signature.
 
 Each is the real rule with one mistake that engines have shipped. The
 statistical tests run them on the very uniforms of the correct rule to show
@@ -21,17 +21,17 @@ from specaccept import (
 )
 from specaccept.core.joint import _prefix_weights as prefix_weights
 
-__all__ = ["joint_verification", "resample_from_p_verify_block"]
+__all__ = ["joint_verification", "resample_from_p_verify_tokenwise"]
 
 
-def resample_from_p_verify_block(
+def resample_from_p_verify_tokenwise(
     rule: AcceptanceRule,
     target_probs: mx.array,
     draft_probs: mx.array | None,
     draft_tokens: mx.array,
     uniforms: mx.array,
 ) -> BlockVerdict:
-    """`verify_block` with the naive mistake: on rejection draw from p, not relu(p - q)."""
+    """`verify_tokenwise` with the naive mistake: on rejection draw from p, not relu(p - q)."""
     assert draft_probs is not None, "the broken rule is the stochastic one"
     del rule
     k = draft_tokens.shape[0]
@@ -49,7 +49,7 @@ def joint_verification(
     weighted_residual: bool = True,
     last_keep_is_weight: bool = True,
 ) -> Callable[[mx.array, mx.array, mx.array, mx.array], JointVerdict]:
-    """`verify_drafts_jointly` rewritten with three switches, each one a shipped mistake.
+    """`verify_blockwise` rewritten with three switches, each one a shipped mistake.
 
     All switches on is the library's rule (tests/test_core_chisquare.py pins that it returns
     the library's verdicts); turning one off gives: the prefix before the first failing test

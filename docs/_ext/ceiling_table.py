@@ -35,7 +35,7 @@ from specaccept import (
     ClosedForms,
     acceptance_closed_forms,
     acceptance_probability,
-    verify_drafts_jointly,
+    verify_blockwise,
 )
 
 logger = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ class BlockExample:
 
 BLOCK_EXAMPLES = (
     BlockExample("dyadic", (0.25, 0.75), (0.5, 0.5), 2,
-                 "the example of the verify_drafts_jointly page; float32 holds every value"),
+                 "the example of the verify_blockwise page; float32 holds every value"),
     BlockExample("Sun et al.", (1 / 3, 2 / 3), (2 / 3, 1 / 3), 2,
                  "the paper's motivating example, where 10/9 and 11/9 are exact"),
     BlockExample("dyadic, k = 4", (0.25, 0.75), (0.5, 0.5), 4, "the first pair, four drafts"),
@@ -303,7 +303,7 @@ def mean_kept_jointly(p: mx.array, q: mx.array, k: int) -> float:
     uniforms = mx.zeros((n, k + 1, 2))
 
     def law(tp: mx.array, dp: mx.array, ids: mx.array, u: mx.array) -> mx.array:
-        return verify_drafts_jointly(tp, dp, ids, u).accepted_length_law
+        return verify_blockwise(tp, dp, ids, u).accepted_length_law
 
     laws = mx.vmap(law)(target, draft, drafts, uniforms)
     weights = mx.prod(q[drafts], axis=-1)

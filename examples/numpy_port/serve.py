@@ -152,16 +152,16 @@ def verify_draft_token(i: dict[str, Any]) -> dict[str, Any]:
     return {"accepted": plain(verdict.accepted), "token": plain(verdict.token)}
 
 
-def verify_block(i: dict[str, Any]) -> dict[str, Any]:
+def verify_tokenwise(i: dict[str, Any]) -> dict[str, Any]:
     draft = None if i["draft_probs"] is None else floats(i["draft_probs"])
-    num, nxt = sp.verify_block(value(i["rule"]), floats(i["target_probs"]), draft,
+    num, nxt = sp.verify_tokenwise(value(i["rule"]), floats(i["target_probs"]), draft,
                                ids(i["draft_tokens"]), floats(i["uniforms"]))
     return {"num_accepted": num, "next_token": nxt}
 
 
-def verify_drafts_jointly(i: dict[str, Any]) -> dict[str, Any]:
+def verify_blockwise(i: dict[str, Any]) -> dict[str, Any]:
     draft = None if i["draft_probs"] is None else floats(i["draft_probs"])
-    verdict = sp.verify_drafts_jointly(floats(i["target_probs"]), draft, ids(i["draft_tokens"]),
+    verdict = sp.verify_blockwise(floats(i["target_probs"]), draft, ids(i["draft_tokens"]),
                                        floats(i["uniforms"]))
     return {"num_accepted": verdict.num_accepted, "next_token": verdict.next_token,
             "accepted_length_law": plain(verdict.accepted_length_law)}
@@ -234,8 +234,8 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "accept_draft_token": accept_draft_token,
     "residual_distribution": residual_distribution,
     "verify_draft_token": verify_draft_token,
-    "verify_block": verify_block,
-    "verify_drafts_jointly": verify_drafts_jointly,
+    "verify_tokenwise": verify_tokenwise,
+    "verify_blockwise": verify_blockwise,
     "rewind_trim": rewind_trim,
     "acceptance_closed_forms": acceptance_closed_forms,
     "acceptance_rule": acceptance_rule,

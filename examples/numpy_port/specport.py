@@ -27,7 +27,7 @@ DRY_PENALTY_CAP = F32(1e30)
 RULES = ("greedy-argmax", "sampler-match", "stochastic", "sampler-match-no-proposal-distribution",
          "block")
 JOINT_RULES = ("block",)
-"""Rules whose decisions are not one per position (verify_drafts_jointly.md)."""
+"""Rules whose decisions are not one per position (verify_blockwise.md)."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 SMALLEST_TEMPERATURE = 2.0**-126  # float32's smallest normal
 ADJUSTMENT_LIMIT = 2.0**64  # |logit bias|, |frequency penalty|, |presence penalty|
@@ -450,7 +450,7 @@ def residual_resample(p: object, q: object, u: object) -> Array:
     return sample_from_distribution(residual_distribution(p, q), u)
 
 
-# --- the rules (acceptance_rule*.md, verify_draft_token.md, verify_block.md) --------------
+# --- the rules (acceptance_rule*.md, verify_draft_token.md, verify_tokenwise.md) --------------
 
 
 def require_rule(rule: object) -> str:
@@ -505,7 +505,7 @@ def verify(rule: str, p: Array, q: Array | None, ids: DraftIds, u_accept: Array,
 
 def refuse_joint(rule: str, function: str) -> str:
     if rule in JOINT_RULES:
-        raise ArgumentValueError("rule", f"rule {rule!r} is verify_drafts_jointly, not {function}")
+        raise ArgumentValueError("rule", f"rule {rule!r} is verify_blockwise, not {function}")
     return rule
 
 
@@ -525,9 +525,9 @@ def verify_draft_token(rule: object, p: object, q: object, token: object, u_acce
     return verify(rule, p, q, ids, ua, us)
 
 
-def verify_block(rule: object, target_probs: object, draft_probs: object, draft_tokens: object,
+def verify_tokenwise(rule: object, target_probs: object, draft_probs: object, draft_tokens: object,
                  uniforms: object) -> tuple[int, int]:
-    rule = refuse_joint(require_rule(rule), "verify_block")
+    rule = refuse_joint(require_rule(rule), "verify_tokenwise")
     target = require_probabilities("target_probs", target_probs, (2,))
     tokens_in = require_array("draft_tokens", draft_tokens)
     if tokens_in.ndim != 1 or tokens_in.shape[0] < 1:
@@ -565,7 +565,7 @@ def verify_block(rule: object, target_probs: object, draft_probs: object, draft_
     return num_accepted, int(candidates[num_accepted])
 
 
-# --- block verification (spec/verify_drafts_jointly.md) --------------------------------------
+# --- block verification (spec/verify_blockwise.md) --------------------------------------
 
 
 def prefix_weights(p_drafted: Array, q_drafted: Array) -> Array:
@@ -590,7 +590,7 @@ class JointVerdict(NamedTuple):
     accepted_length_law: Array
 
 
-def verify_drafts_jointly(target_probs: object, draft_probs: object, draft_tokens: object,
+def verify_blockwise(target_probs: object, draft_probs: object, draft_tokens: object,
                           uniforms: object) -> JointVerdict:
     target = require_probabilities("target_probs", target_probs, (2,))
     draft = require_probabilities("draft_probs", draft_probs, (2,))
@@ -845,11 +845,11 @@ def seeded_run(target_law: Any, draft_law: Any, prompt: object, rule: object,
             tokens = np.array(drafts, dtype=np.int32)
             uniforms = np.array(u.verify, dtype=F32)
             if rule in JOINT_RULES:
-                verdict = verify_drafts_jointly(target, draft, tokens, uniforms)
+                verdict = verify_blockwise(target, draft, tokens, uniforms)
                 num, nxt = verdict.num_accepted, verdict.next_token
             else:
                 needs_q = rule == "stochastic"
-                num, nxt = verify_block(rule, target, draft if needs_q else None, tokens,
+                num, nxt = verify_tokenwise(rule, target, draft if needs_q else None, tokens,
                                         uniforms)
             played = RunRound(position, drafts, num, nxt)
         rounds.append(played)

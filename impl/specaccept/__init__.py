@@ -15,11 +15,11 @@ from specaccept.core.acceptance import (
     acceptance_rule,
     residual_distribution,
     residual_resample,
-    verify_block,
     verify_draft_token,
+    verify_tokenwise,
 )
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
-from specaccept.core.joint import JointVerdict, verify_drafts_jointly
+from specaccept.core.joint import JointVerdict, verify_blockwise
 from specaccept.core.rewind import RewindPlan, rewind_trim
 from specaccept.core.sampling import (
     SampledToken,
@@ -55,7 +55,7 @@ from specaccept.shell.generator import (
 from specaccept.shell.loading import ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BLOCK_VERIFY_ENV",
@@ -97,8 +97,8 @@ __all__ = [
     "sample_from_distribution",
     "sample_token_with_distribution",
     "target_only_generate",
-    "verify_block",
+    "verify_blockwise",
     "verify_draft_token",
-    "verify_drafts_jointly",
+    "verify_tokenwise",
     "verify_tree",
 ]

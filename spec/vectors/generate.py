@@ -57,9 +57,9 @@ from specaccept import (
     rewind_trim,
     sample_from_distribution,
     sample_token_with_distribution,
-    verify_block,
+    verify_blockwise,
     verify_draft_token,
-    verify_drafts_jointly,
+    verify_tokenwise,
 )
 from specaccept.core import randomness
 from specaccept.core.tree import (
@@ -1111,7 +1111,7 @@ def verify_draft_token_vectors() -> list[Vector]:
     return out
 
 
-# --- verify_block -----------------------------------------------------------------------------
+# --- verify_tokenwise -----------------------------------------------------------------------------
 
 
 def block_vector(
@@ -1125,7 +1125,7 @@ def block_vector(
     )
     if not robust:
         return None
-    verdict = verify_block(rule, arr(target), None if draft is None else arr(draft),
+    verdict = verify_tokenwise(rule, arr(target), None if draft is None else arr(draft),
                            id_array(tokens, dtype), arr(uniforms))
     check_equal(name, (scalar_int(verdict.num_accepted), scalar_int(verdict.next_token)),
                 (num, nxt))
@@ -1136,7 +1136,7 @@ def block_vector(
     }, {"num_accepted": num, "next_token": nxt}, 0.0)
 
 
-def verify_block_vectors() -> list[Vector]:
+def verify_tokenwise_vectors() -> list[Vector]:
     s, g = AcceptanceRule.STOCHASTIC, AcceptanceRule.GREEDY_ARGMAX
     m = AcceptanceRule.SAMPLER_MATCH
     hand = [
@@ -1175,7 +1175,7 @@ def verify_block_vectors() -> list[Vector]:
         s, target, draft, [0, -1, 3], [[0.0, 0.875]] * (k + 1)))
     out = [v for v in hand if v is not None]
     if len(out) != len(hand):
-        raise GenerationError("a hand-written verify_block case is not robust")
+        raise GenerationError("a hand-written verify_tokenwise case is not robust")
     for r_index, rule in enumerate(RULES):
         for k in range(1, 5):
             for want in range(k + 1):
@@ -1212,7 +1212,7 @@ def searched_block(r_index: int, rule: AcceptanceRule, k: int, want: int) -> Vec
     raise GenerationError(f"no case found for {rule.value} k={k} accepted={want}")
 
 
-# --- verify_drafts_jointly (block verification) -------------------------------------------
+# --- verify_blockwise (block verification) -------------------------------------------
 
 
 class JointOracle:
@@ -1279,7 +1279,7 @@ def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], toke
     of spec/vectors/schema.md); only the draw must then be robust."""
     exact_target, exact_draft = [rational(r) for r in target], [rational(r) for r in draft]
     exact_uniforms = [[Fraction(u) for u in row] for row in uniforms]
-    # spec/verify_drafts_jointly.md, Placeholders: the round of the drafts before the first.
+    # spec/verify_blockwise.md, Placeholders: the round of the drafts before the first.
     real = next((i for i, t in enumerate(tokens) if not is_draft(t, len(target[0]))),
                 len(tokens))
     padding = [Fraction(0)] * (len(tokens) - real)
@@ -1295,7 +1295,7 @@ def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], toke
         law = [*oracle.law, *padding]
     if not robust:
         return None
-    verdict = verify_drafts_jointly(arr(target), arr(draft), id_array(tokens, dtype),
+    verdict = verify_blockwise(arr(target), arr(draft), id_array(tokens, dtype),
                                     arr(uniforms))
     check_equal(name, (scalar_int(verdict.num_accepted), scalar_int(verdict.next_token)),
                 (num, nxt))
@@ -1309,7 +1309,7 @@ def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], toke
         "accepted_length_law": [f32(float(x)) for x in law]}, INEXACT_ATOL)
 
 
-def verify_drafts_jointly_vectors() -> list[Vector]:
+def verify_blockwise_vectors() -> list[Vector]:
     half, skew, flip = [0.5, 0.5], [0.25, 0.75], [0.75, 0.25]
     hand = [
         joint_vector("keeps_past_the_first_rejection",
@@ -1370,7 +1370,7 @@ def verify_drafts_jointly_vectors() -> list[Vector]:
                 dtype=dtype))
     hand_kept = [v for v in hand if v is not None]
     if len(hand_kept) != len(hand):
-        raise GenerationError("a hand-written verify_drafts_jointly case is not robust")
+        raise GenerationError("a hand-written verify_blockwise case is not robust")
     out = hand_kept
     for k in range(1, 5):
         for want in range(k + 1):
@@ -2091,15 +2091,15 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
             decode_array(inputs["token"], i32), decode_array(inputs["u_accept"], f32_),
             decode_array(inputs["u_sample"], f32_),
         )
-    elif family == "verify_block":
-        verify_block(
+    elif family == "verify_tokenwise":
+        verify_tokenwise(
             decode_rule(inputs["rule"]), decode_array(inputs["target_probs"], f32_),
             decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
             else None,
             decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
         )
-    elif family == "verify_drafts_jointly":
-        verify_drafts_jointly(
+    elif family == "verify_blockwise":
+        verify_blockwise(
             decode_array(inputs["target_probs"], f32_),
             decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
             else None,
@@ -2195,10 +2195,10 @@ def base_inputs(family: str) -> dict[str, Json]:
         "residual_distribution": {"p": [0.5, 0.5], "q": [0.25, 0.75], "u": []},
         "verify_draft_token": {"rule": stochastic, "p": [0.25, 0.75], "q": [0.5, 0.5],
                                "token": 0, "u_accept": 0.5, "u_sample": 0.5},
-        "verify_block": {"rule": stochastic, "target_probs": [[0.5, 0.5], [0.5, 0.5]],
+        "verify_tokenwise": {"rule": stochastic, "target_probs": [[0.5, 0.5], [0.5, 0.5]],
                          "draft_probs": [[0.5, 0.5]], "draft_tokens": [0],
                          "uniforms": [[0.5, 0.5], [0.5, 0.5]]},
-        "verify_drafts_jointly": {"target_probs": [[0.5, 0.5], [0.5, 0.5]],
+        "verify_blockwise": {"target_probs": [[0.5, 0.5], [0.5, 0.5]],
                                   "draft_probs": [[0.5, 0.5]], "draft_tokens": [0],
                                   "uniforms": [[0.5, 0.5], [0.5, 0.5]]},
         "rewind_trim": {"num_draft": 2, "num_accepted": 1},
@@ -2397,10 +2397,10 @@ def error_cases() -> dict[str, list[ErrorCase]]:
              {"p": [[0.25, 0.75]], "q": [[0.5, 0.5]], "token": [0], "u_accept": [0.5],
               "u_sample": [0.5, 0.5]}, v, "u_sample"),
             ("rule_block_has_no_single_position_form",
-             "rule block verifies a round jointly: verify_drafts_jointly", {"rule": "block"}, v,
+             "rule block verifies a round jointly: verify_blockwise", {"rule": "block"}, v,
              "rule"),
         ],
-        "verify_block": [
+        "verify_tokenwise": [
             ("rule_not_a_rule", "the rule must be an AcceptanceRule", {"rule": 2},
              t, "rule"),
             ("target_probs_one_dimensional", "target_probs is [k+1, V]",
@@ -2427,10 +2427,10 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("draft_probs_float16", "probabilities must be float32",
              {"draft_probs": typed([[0.5, 0.5]], "float16")}, t, "draft_probs"),
             ("rule_block_is_verified_jointly",
-             "verify_block verifies token by token; rule block is verify_drafts_jointly",
+             "verify_tokenwise verifies token by token; rule block is verify_blockwise",
              {"rule": "block"}, v, "rule"),
         ],
-        "verify_drafts_jointly": [
+        "verify_blockwise": [
             ("target_probs_one_dimensional", "target_probs is [k+1, V]",
              {"target_probs": [0.5, 0.5]}, v, "target_probs"),
             ("target_probs_float16", "probabilities must be float32",
@@ -2659,7 +2659,7 @@ def pinned_joint_vectors() -> list[Vector]:
     ]
     kept = [v for v in made if v is not None]
     if len(kept) != len(made):
-        raise GenerationError("a pinned verify_drafts_jointly case is not robust")
+        raise GenerationError("a pinned verify_blockwise case is not robust")
     return kept
 
 
@@ -2670,7 +2670,7 @@ def float64_error_vectors(family: str) -> list[Vector]:
     cases = {
         "sample_from_distribution": ("probs", {"probs": f64}),
         "accept_draft_token": ("q", {"q": f64}),
-        "verify_drafts_jointly": ("draft_probs", {"draft_probs": typed([[0.5, 0.5]], "float64")}),
+        "verify_blockwise": ("draft_probs", {"draft_probs": typed([[0.5, 0.5]], "float64")}),
     }
     if family not in cases:
         return []
@@ -2684,7 +2684,7 @@ def float64_error_vectors(family: str) -> list[Vector]:
 
 PINNED_CHOICES: dict[str, Callable[[], list[Vector]]] = {
     "sample_from_distribution": pinned_draw_vectors,
-    "verify_drafts_jointly": pinned_joint_vectors,
+    "verify_blockwise": pinned_joint_vectors,
 }
 
 
@@ -3149,16 +3149,16 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
         ["verify_draft_token"], "rule, p, q, token, u_accept, u_sample -> accepted, token",
         verify_draft_token_vectors,
     ),
-    "verify_block": (
-        ["verify_block"],
+    "verify_tokenwise": (
+        ["verify_tokenwise"],
         "rule, target_probs, draft_probs, draft_tokens, uniforms -> num_accepted, next_token",
-        verify_block_vectors,
+        verify_tokenwise_vectors,
     ),
-    "verify_drafts_jointly": (
-        ["verify_drafts_jointly"],
+    "verify_blockwise": (
+        ["verify_blockwise"],
         "target_probs, draft_probs, draft_tokens, uniforms -> num_accepted, next_token, "
         "accepted_length_law (block verification)",
-        verify_drafts_jointly_vectors,
+        verify_blockwise_vectors,
     ),
     "rewind_trim": (
         ["rewind_trim"], "num_draft, num_accepted -> target_trim, draft_trim, draft_backfill",

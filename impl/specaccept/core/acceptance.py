@@ -23,8 +23,8 @@ __all__ = [
     "acceptance_rule",
     "residual_distribution",
     "residual_resample",
-    "verify_block",
     "verify_draft_token",
+    "verify_tokenwise",
 ]
 
 def _pair(p: object, q: object) -> tuple[mx.array, mx.array]:
@@ -122,7 +122,7 @@ class AcceptanceRule(enum.Enum):
     SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION = "sampler-match-no-proposal-distribution"
     """Sampler-match because the drafter reported no q, though stochastic was enabled."""
     BLOCK = "block"
-    """The drafts of a round verified jointly (block verification, `verify_drafts_jointly`)."""
+    """The drafts of a round verified jointly (block verification, `verify_blockwise`)."""
 
     @property
     def needs_proposal_distribution(self) -> bool:
@@ -207,7 +207,7 @@ def _require_rule(rule: object, function: str) -> AcceptanceRule:
     if rule.verifies_jointly:
         raise ValueError(
             f"rule {rule.value!r} verifies a round's drafts jointly: call "
-            f"verify_drafts_jointly, not {function}, which verifies token by token"
+            f"verify_blockwise, not {function}, which verifies token by token"
         )
     return rule
 
@@ -252,7 +252,7 @@ def verify_draft_token(
       `residual_resample(p, q, u_sample)`.
 
     Rule block has no per-position form and raises ValueError: its drafts are
-    verified together by `verify_drafts_jointly`.
+    verified together by `verify_blockwise`.
 
     An id outside [0, V) in a `token` array is no draft (a placeholder): it is
     rejected under every rule, and the emitted token is the target's own: the argmax
@@ -302,7 +302,7 @@ class BlockVerdict(NamedTuple):
     """The replacement at the first rejection, or the bonus token from row k (0-d int32)."""
 
 
-def verify_block(
+def verify_tokenwise(
     rule: AcceptanceRule,
     target_probs: mx.array,
     draft_probs: mx.array | None,
@@ -318,7 +318,7 @@ def verify_block(
     target's own draw with ``uniforms[i, 1]``. Rows after the first rejection
     are computed and ignored. This is token-by-token verification: rule block,
     which keeps the longest prefix passing a joint test instead, raises ValueError
-    here and is `verify_drafts_jointly`.
+    here and is `verify_blockwise`.
 
     An id outside [0, V) (a placeholder such as -1) is no draft: the round ends there,
     and the verdict is that of the round truncated before it (the first i drafts when
@@ -336,11 +336,12 @@ def verify_block(
     >>> target = mx.array([[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
     >>> draft = mx.array([[0.5, 0.5], [1.0, 0.0]])
     >>> uniforms = mx.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.0]])
-    >>> n, nxt = verify_block(AcceptanceRule.STOCHASTIC, target, draft, mx.array([1, 0]), uniforms)
+    >>> drafts = mx.array([1, 0])
+    >>> n, nxt = verify_tokenwise(AcceptanceRule.STOCHASTIC, target, draft, drafts, uniforms)
     >>> n.item(), nxt.item()
     (1, 1)
     """
-    rule = _require_rule(rule, "verify_block")
+    rule = _require_rule(rule, "verify_tokenwise")
     required = f"rule {rule.value!r}" if rule.needs_proposal_distribution else None
     target_probs, draft_probs, tokens, u, k, _ = validation.round_arguments(
         target_probs, draft_probs, draft_tokens, uniforms, draft_probs_required=required

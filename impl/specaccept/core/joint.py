@@ -1,8 +1,8 @@
 """Block verification: the drafts of a round verified jointly, not token by token.
 
 Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh, "Block Verification Accelerates
-Speculative Decoding" (ICLR 2025). `verify_block` keeps drafts up to the first position
-that rejects; `verify_drafts_jointly` keeps the longest prefix that passes its test, where
+Speculative Decoding" (ICLR 2025). `verify_tokenwise` keeps drafts up to the first position
+that rejects; `verify_blockwise` keeps the longest prefix that passes its test, where
 each test reads the weight the whole prefix has earned.
 """
 
@@ -15,7 +15,7 @@ import mlx.core as mx
 from specaccept.core import validation
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["JointVerdict", "verify_drafts_jointly"]
+__all__ = ["JointVerdict", "verify_blockwise"]
 
 
 class JointVerdict(NamedTuple):
@@ -52,7 +52,7 @@ def _prefix_weights(p_drafted: mx.array, q_drafted: mx.array) -> mx.array:
     return mx.where(dead, 0.0, mx.exp(log_weights))
 
 
-def verify_drafts_jointly(
+def verify_blockwise(
     target_probs: mx.array,
     draft_probs: mx.array,
     draft_tokens: mx.array,
@@ -68,7 +68,7 @@ def verify_drafts_jointly(
     such i (0 if none), not the first failure. The token after the prefix is drawn with
     ``uniforms[τ, 1]``: from p_{k+1} when τ = k, else from the residual
     ``max(w_τ p_{τ+1} - q_{τ+1}, 0)`` normalised (p_{τ+1} if it has no mass).
-    ``uniforms[k, 0]`` is never read, as under `verify_block`.
+    ``uniforms[k, 0]`` is never read, as under `verify_tokenwise`.
 
     An id outside [0, V) (a placeholder such as -1) is no draft: with X_{m+1} the first
     one, the verdict and the law are those of the round truncated to X_1..X_m (the law
@@ -86,7 +86,7 @@ def verify_drafts_jointly(
     >>> target = mx.array([[0.25, 0.75], [0.25, 0.75], [1.0, 0.0]])
     >>> draft = mx.array([[0.5, 0.5], [0.5, 0.5]])
     >>> uniforms = mx.array([[0.75, 0.0], [0.5, 0.0], [0.0, 0.0]])
-    >>> verdict = verify_drafts_jointly(target, draft, mx.array([0, 1]), uniforms)
+    >>> verdict = verify_blockwise(target, draft, mx.array([0, 1]), uniforms)
     >>> verdict.num_accepted.item(), verdict.next_token.item()
     (2, 0)
     >>> [round(x, 6) for x in verdict.accepted_length_law.tolist()]

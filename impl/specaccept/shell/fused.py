@@ -1,7 +1,7 @@
 """The round's sampling and verification as a fast path, proved equal to the core.
 
 The core functions (`effective_token_distribution`, `sample_from_distribution`,
-`verify_block`) are the normative reference: readable, one concept each, validated.
+`verify_tokenwise`) are the normative reference: readable, one concept each, validated.
 At a 128k vocabulary a round pays every full-vocabulary pass of theirs k + 1 times,
 and on a GPU every pass is a kernel launch. This module computes the same values
 bit for bit with fewer passes:
@@ -40,7 +40,7 @@ from specaccept.core.acceptance import (
     accept_draft_token,
     residual_distribution,
 )
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
 __all__ = [
@@ -56,7 +56,7 @@ __all__ = [
     "draw_by_first_eligible",
     "draw_from_distribution",
     "fused_sampler",
-    "fused_verify_block",
+    "fused_verify_tokenwise",
     "invalid_row_codes",
 ]
 
@@ -159,19 +159,19 @@ def invalid_row_codes(logits: mx.array, probs: mx.array) -> mx.array:
     )
 
 
-def fused_verify_block(
+def fused_verify_tokenwise(
     rule: AcceptanceRule, target_probs: mx.array, draft_probs: mx.array | None,
     draft_tokens: mx.array, uniforms: mx.array,
     draw: Callable[[mx.array, mx.array], mx.array] = draw_from_distribution,
 ) -> tuple[mx.array, mx.array]:
-    """`verify_block`'s (num_accepted, next_token) on validated arrays, drawing faster.
+    """`verify_tokenwise`'s (num_accepted, next_token) on validated arrays, drawing faster.
 
     The same steps as the reference, with `draw` (`draw_from_distribution` or
     `draw_by_first_eligible`, equal on every input) for the draw; an id outside [0, V) is
     no draft there too (rejected, the target's own row drawn instead of the residual).
     """
     if rule.verifies_jointly:
-        raise ValueError(f"rule {rule.value!r} is verify_drafts_jointly, not verify_block")
+        raise ValueError(f"rule {rule.value!r} is verify_blockwise, not verify_tokenwise")
     k = draft_tokens.shape[0]
     ids = validation.draft_ids("draft_tokens", draft_tokens, vocab_size=target_probs.shape[-1],
                                batch_shape=(k,))
@@ -340,7 +340,7 @@ class FusedSampler:
         self, rule: AcceptanceRule, target_logits: mx.array, draft_probs: mx.array | None,
         draft_tokens: mx.array, uniforms: mx.array,
     ) -> RoundVerdict:
-        """The target rows, their codes and `verify_block`'s verdict, in one fused call.
+        """The target rows, their codes and `verify_tokenwise`'s verdict, in one fused call.
 
         Args:
             rule: the acceptance rule.
@@ -368,17 +368,17 @@ class FusedSampler:
             if rule.verifies_jointly:
                 # Block verification runs the core function itself: the same values, with
                 # the fused rows and codes around it.
-                joint = verify_drafts_jointly(probs, draft_probs, tokens, uniforms)
+                joint = verify_blockwise(probs, draft_probs, tokens, uniforms)
                 verdict: tuple[mx.array, mx.array] = (joint.num_accepted, joint.next_token)
             else:
-                verdict = fused_verify_block(rule, probs, draft_probs, tokens, uniforms, draw)
+                verdict = fused_verify_tokenwise(rule, probs, draft_probs, tokens, uniforms, draw)
             return (*verdict, probs, invalid_row_codes(logits, probs))
 
         def without_proposal(
             logits: mx.array, tokens: mx.array, uniforms: mx.array
         ) -> tuple[mx.array, ...]:
             probs = effective_token_distribution(logits, config)
-            verdict = fused_verify_block(rule, probs, None, tokens, uniforms, draw)
+            verdict = fused_verify_tokenwise(rule, probs, None, tokens, uniforms, draw)
             return (*verdict, probs, invalid_row_codes(logits, probs))
 
         return with_proposal if rule.needs_proposal_distribution else without_proposal

@@ -2,8 +2,8 @@
 
 A round drafts k tokens with the drafter's sampler (keeping each draft's law q
 lazy), forwards ``[current, d0 .. d(k-1)]`` through the target once, builds the
-target rows with the drafts in their history, lets `verify_block` decide (or
-`verify_drafts_jointly`, under block verification), and evaluates once. Every
+target rows with the drafts in their history, lets `verify_tokenwise` decide (or
+`verify_blockwise`, under block verification), and evaluates once. Every
 decision is a core function; this module only moves tokens, caches and counters.
 
 Models are anything mlx-lm runs: ``model(tokens[None], cache=cache)`` returns
@@ -24,9 +24,9 @@ import mlx.core as mx
 from specaccept.core.acceptance import (
     AcceptanceRule,
     BlockVerdict,
-    verify_block,
+    verify_tokenwise,
 )
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import SAMPLE, position_uniform, round_uniforms
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampling import (
@@ -86,7 +86,7 @@ class RoundObservation:
     draft_tokens: list[int]
     """The k drafts."""
     uniforms: list[list[float]]
-    """`[k+1, 2]` float32 values, the uniforms `verify_block` read."""
+    """`[k+1, 2]` float32 values, the uniforms `verify_tokenwise` read."""
     num_accepted: int
     """The accepted prefix length."""
     emitted: list[int]
@@ -683,10 +683,10 @@ class SpeculativeGenerator:
             target_probs = self._target_rows(target_logits, history, drafts)
             if rule.verifies_jointly:
                 assert proposal is not None
-                joint = verify_drafts_jointly(target_probs, proposal, draft_tokens, uniforms)
+                joint = verify_blockwise(target_probs, proposal, draft_tokens, uniforms)
                 verdict = BlockVerdict(joint.num_accepted, joint.next_token)
             else:
-                verdict = verify_block(rule, target_probs, needed_q, draft_tokens, uniforms)
+                verdict = verify_tokenwise(rule, target_probs, needed_q, draft_tokens, uniforms)
             target_invalid = _invalid_rows(target_logits, target_probs)
         draft_invalid = mx.concatenate(draft_checks)
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
@@ -697,7 +697,7 @@ class SpeculativeGenerator:
             assert proposal is not None
             forms = acceptance_closed_forms(target_probs[:k], proposal)
             if joint is None:
-                joint = verify_drafts_jointly(target_probs, proposal, draft_tokens, uniforms)
+                joint = verify_blockwise(target_probs, proposal, draft_tokens, uniforms)
             block_survival = _survival(joint.accepted_length_law)
             survival = (block_survival if rule.verifies_jointly
                         else _token_survival(rule, target_probs[:k], proposal, draft_tokens))

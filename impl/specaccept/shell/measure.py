@@ -16,8 +16,8 @@ from typing import Any
 
 import mlx.core as mx
 
-from specaccept.core.acceptance import AcceptanceRule, verify_block
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampling import SamplerConfig, effective_token_distribution
 
 __all__ = [
@@ -75,10 +75,10 @@ class ForwardCosts:
         def verify(rule: AcceptanceRule) -> None:
             rows = effective_token_distribution(block_logits, config)
             if rule.verifies_jointly:
-                joint = verify_drafts_jointly(rows, q_rows, drafts, uniforms)
+                joint = verify_blockwise(rows, q_rows, drafts, uniforms)
                 mx.eval(joint.num_accepted, joint.next_token)
                 return
-            verdict = verify_block(
+            verdict = verify_tokenwise(
                 rule, rows, q_rows if rule.needs_proposal_distribution else None, drafts,
                 uniforms,
             )
@@ -192,10 +192,10 @@ def sampler_kernel_counts(
         target_probs = effective_token_distribution(target_logits, config)
         if rule.verifies_jointly:
             assert q is not None
-            joint = verify_drafts_jointly(target_probs, q, tokens, uniforms)
+            joint = verify_blockwise(target_probs, q, tokens, uniforms)
             core_verdict: tuple[mx.array, mx.array] = (joint.num_accepted, joint.next_token)
         else:
-            verdict = verify_block(rule, target_probs, q, tokens, uniforms)
+            verdict = verify_tokenwise(rule, target_probs, q, tokens, uniforms)
             core_verdict = (verdict.num_accepted, verdict.next_token)
         core_round = kernels_in_graph(*core_verdict, _invalid_rows(target_logits, target_probs))
         fused_step = fused.draft_step(draft_logits[0], u)

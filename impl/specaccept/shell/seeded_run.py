@@ -20,8 +20,8 @@ from typing import NamedTuple
 import mlx.core as mx
 
 from specaccept.core import validation
-from specaccept.core.acceptance import AcceptanceRule, verify_block
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import round_uniforms
 from specaccept.core.sampling import sample_from_distribution
 
@@ -65,7 +65,7 @@ def seeded_run(
     max_tokens - n - 1)`` tokens with uniforms ``u = round_uniforms(seed, n, k)``:
     draft j is ``sample_from_distribution(q_j, u.draft[j])``, q_j the drafter's law after
     the history and drafts[:j]; row i of the target's `[k+1, V]` rows is its law after
-    the history and drafts[:i]; `verify_drafts_jointly` (rule block) or `verify_block`
+    the history and drafts[:i]; `verify_blockwise` (rule block) or `verify_tokenwise`
     decides the round from ``u.verify``. When a single token is left (k = 0), the target
     decides it alone: its argmax under greedy-argmax, else its draw with
     ``u.verify[0][1]``, the `SAMPLE` uniform of position n.
@@ -120,11 +120,11 @@ def seeded_run(
             tokens = mx.array(drafts, dtype=mx.int32)
             verify = mx.array(uniforms.verify, dtype=mx.float32)
             if rule.verifies_jointly:
-                verdict = verify_drafts_jointly(target, proposal, tokens, verify)
+                verdict = verify_blockwise(target, proposal, tokens, verify)
                 num, nxt = verdict.num_accepted, verdict.next_token
             else:
                 needed = proposal if rule.needs_proposal_distribution else None
-                num, nxt = verify_block(rule, target, needed, tokens, verify)
+                num, nxt = verify_tokenwise(rule, target, needed, tokens, verify)
             played = RunRound(position, drafts, _integer(num), _integer(nxt))
         rounds.append(played)
         history += played.emitted

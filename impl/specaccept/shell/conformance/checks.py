@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from specaccept.core.acceptance import AcceptanceRule, verify_draft_token
-from specaccept.core.joint import verify_drafts_jointly
+from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.shell.conformance.bugs import (
     BUG_CLASSES,
@@ -176,10 +176,10 @@ def _full_block_round(round_: Round) -> bool:
 
 
 def _joint(round_: Round, uniforms: np.ndarray | None = None) -> Any:
-    """`verify_drafts_jointly` on a full block round (zero uniforms when none recorded)."""
+    """`verify_blockwise` on a full block round (zero uniforms when none recorded)."""
     assert round_.draft_rows is not None
     u = uniforms if uniforms is not None else np.zeros((round_.k + 1, 2), dtype=np.float32)
-    return verify_drafts_jointly(
+    return verify_blockwise(
         mx.array(round_.target_rows), mx.array(round_.draft_rows),
         mx.array(round_.draft_tokens), mx.array(u),
     )

@@ -98,7 +98,7 @@ class Round:
     draft_rows: np.ndarray | None
     """`[m', V]` float32, row i the law draft i was drawn from; None when not recorded."""
     uniforms: np.ndarray | None
-    """`[k+1, 2]` float32 in [0, 1), as `verify_block` reads them; None when not recorded."""
+    """`[k+1, 2]` float32 in [0, 1), as `verify_tokenwise` reads them; None when not recorded."""
     cache: dict[str, int] | None
     """Cache offsets (`target_before`, ...); None when not recorded."""
     stopped: bool
@@ -601,7 +601,7 @@ class _Reader:
             pairs = [_reals(pair, line, f"uniforms[{i}]", 2) for i, pair in enumerate(value)]
             wide = np.array(pairs, dtype=np.float64).reshape(k + 1, 2)
             uniforms = wide.astype(np.float32)
-            # In float32 as verify_block reads them: 0.99999999 rounds to 1.
+            # In float32 as verify_tokenwise reads them: 0.99999999 rounds to 1.
             if not ((uniforms >= 0) & (uniforms < 1)).all():
                 raise TraceError(line, "uniforms", "must lie in [0, 1) (as float32)")
         cache = None
