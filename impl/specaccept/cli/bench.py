@@ -23,7 +23,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +45,22 @@ from specaccept.cli.options import (
     progress_bar,
     sampler_config,
 )
+from specaccept.core.sampling import SamplerConfig
 from specaccept.core.theory import expected_tokens_per_round
 from specaccept.shell.fused import compile_status
-from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import (
+    RuleChoice,
+    SpeculativeGenerator,
+    SpeculativeStats,
+    target_only_generate,
+)
 from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import RANDOM_PAIRS
 
-__all__ = ["BenchResult", "add_parser", "render_markdown", "run_benchmark"]
+__all__ = [
+    "BenchResult", "BenchSamples", "add_parser", "collect", "render_markdown", "run_benchmark",
+    "summarise",
+]
 
 SPECULATIVE_RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match", "block")
 """The rules benchmarked, each an arm `speculative-<rule>`; every table iterates this."""
@@ -108,31 +117,70 @@ class BenchResult:
     round_breakdown: dict[str, dict[str, float]]
     pipelined_round: dict[str, dict[str, float]]
     kernel_counts: dict[str, dict[str, int]]
-    round_cost_block_over_stochastic: float | None = None
-    """None in results recorded before block verification had an arm."""
-    accepted_per_round: dict[str, float] = field(default_factory=dict)
-    """Drafts kept per round, per arm (absent in results recorded before)."""
-    piece_seconds: dict[str, float] = field(default_factory=dict)
+    round_cost_block_over_stochastic: float
+    accepted_per_round: dict[str, float]
+    """Drafts kept per round, per arm."""
+    piece_seconds: dict[str, float]
     """The round's pieces evaluated alone (`ForwardCosts`), medians over repeats."""
-    python_loop_seconds: list[float] = field(default_factory=list)
+    python_loop_seconds: list[float]
     """A fixed pure-Python loop, once per repeat: [median, min, max] (the host's drift)."""
-    agreement: dict[str, float] = field(default_factory=dict)
+    agreement: dict[str, float]
     """A random pair's agreement along the target's own samples (`random_pairs.agreement`):
     sum_min, sum_prod, target_entropy (nats), positions; empty for models on disk."""
 
 
+@dataclass
+class BenchSamples:
+    """What the interleaved repeats measured, warm-up dropped: per arm, one entry a repeat."""
+
+    rates: dict[str, list[float]]
+    """Tokens per second of every arm."""
+    seconds: dict[str, list[float]]
+    """Wall seconds of every arm's run."""
+    stats: dict[str, list[SpeculativeStats]]
+    """Each speculative run's counters, keyed by generator name."""
+    clocks: dict[str, list[RoundClock]]
+    """Each speculative run's pipelined round clock, keyed by generator name."""
+    pieces: list[dict[str, float]]
+    """The round's pieces timed alone (`ForwardCosts.sample`)."""
+    python_loop: list[float]
+    """The fixed Python loop's seconds."""
+    breakdown: dict[str, dict[str, float]]
+    """One phased run per rule: seconds per round of each phase."""
+    agreement: dict[str, float]
+    kernels: dict[str, dict[str, int]]
+
+
 def run_benchmark(args: argparse.Namespace) -> int:
     """Run every arm, print Markdown to stdout, and write JSON when asked."""
-    from specaccept.shell.loading import load_pair
-    from specaccept.shell.measure import (
-        ForwardCosts,
-        mlx_lm_arms,
-        python_loop_seconds,
-        sampler_kernel_counts,
-    )
-    from specaccept.shell.random_pairs import agreement, random_pair
-
     config = sampler_config(args)
+    pair, prompt = _pair_and_prompt(args, config)
+    paths = {"": True, "-core": False} if args.core_arms else {"": True}
+    generators = {
+        f"{rule}{suffix}": SpeculativeGenerator(
+            pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
+            rule=rule, fast_path=fast_path,
+        )
+        for rule in SPECULATIVE_RULES
+        for suffix, fast_path in paths.items()
+    }
+    samples = collect(args, pair, prompt, config, generators)
+    result = summarise(args, pair, config, generators, samples)
+    print_invocation(args)
+    print(render_markdown(result))
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as handle:
+            json.dump({"command": getattr(args, "invocation", None), **result.__dict__},
+                      handle, indent=2)
+            handle.write("\n")
+    return 0
+
+
+def _pair_and_prompt(args: argparse.Namespace, config: SamplerConfig) -> tuple[Any, list[int]]:
+    """The pair the arguments name and the prompt's token ids, after checking both."""
+    from specaccept.shell.loading import load_pair
+    from specaccept.shell.random_pairs import random_pair
+
     if config.uses_history:
         raise ValueError("bench compares against mlx-lm's sampler: leave the penalties off")
     if args.random_pair is not None and (args.model or args.draft_model):
@@ -146,22 +194,29 @@ def run_benchmark(args: argparse.Namespace) -> int:
     else:
         pair = load_pair(args.model, args.draft_model)
         prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
-    k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
-    if n < 2:
+    if args.max_tokens < 2:
         # The last token is a plain target step: with one token no round drafts.
         raise ValueError(
-            f"bench times drafting rounds, which need -n/--max-tokens >= 2, got {n}"
+            f"bench times drafting rounds, which need -n/--max-tokens >= 2, got {args.max_tokens}"
         )
-    paths = {"": True, "-core": False} if args.core_arms else {"": True}
-    generators = {
-        f"{rule}{suffix}": SpeculativeGenerator(
-            pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule,
-            fast_path=fast_path,
-        )
-        for rule in SPECULATIVE_RULES
-        for suffix, fast_path in paths.items()
-    }
-    stats: dict[str, list[Any]] = {name: [] for name in generators}
+    return pair, prompt
+
+
+def collect(
+    args: argparse.Namespace, pair: Any, prompt: list[int], config: SamplerConfig,
+    generators: dict[str, SpeculativeGenerator],
+) -> BenchSamples:
+    """Run the arms interleaved, repeat by repeat, then the breakdown and kernel counts."""
+    from specaccept.shell.measure import (
+        ForwardCosts,
+        mlx_lm_arms,
+        python_loop_seconds,
+        sampler_kernel_counts,
+    )
+    from specaccept.shell.random_pairs import agreement
+
+    k, n, seed = args.num_draft_tokens, args.max_tokens, args.seed
+    stats: dict[str, list[SpeculativeStats]] = {name: [] for name in generators}
     clocks: dict[str, list[RoundClock]] = {name: [] for name in generators}
 
     # Repeat r runs every arm with seed + r: each arm sees the same set of trajectories,
@@ -220,6 +275,41 @@ def run_benchmark(args: argparse.Namespace) -> int:
         progress.update()
     for name in generators:
         del stats[name][0], clocks[name][0]  # the warm-up run
+    # The breakdown: one more run per rule with every phase evaluated alone (slower, and
+    # not a throughput figure), on the path the arms above ran by default.
+    breakdown: dict[str, dict[str, float]] = {}
+    for rule in SPECULATIVE_RULES:
+        phased = RoundClock(phased=True)
+        for _ in generators[rule].generate(prompt, n, seed=seed, clock=phased):
+            pass
+        breakdown[rule] = phased.per_round()
+    # What the acceptance figures rest on, for a pair whose agreement is built, not learned.
+    pair_agreement = (
+        agreement(pair, prompt, config, n, seed=seed).__dict__ if args.random_pair else {}
+    )
+    kernels = sampler_kernel_counts(generators[SPECULATIVE_RULES[0]].vocab_size, config, k, rules)
+    progress.update()
+    progress.close()
+    return BenchSamples(
+        rates=rates, seconds=seconds, stats=stats, clocks=clocks, pieces=pieces,
+        python_loop=python_loop, breakdown=breakdown, agreement=pair_agreement,
+        kernels=kernels,
+    )
+
+
+def _per_repeat(numerators: list[float], denominators: list[float]) -> list[float]:
+    """The ratios repeat by repeat: [median, min, max]."""
+    ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
+    return [statistics.median(ratios), min(ratios), max(ratios)]
+
+
+def summarise(
+    args: argparse.Namespace, pair: Any, config: SamplerConfig,
+    generators: dict[str, SpeculativeGenerator], samples: BenchSamples,
+) -> BenchResult:
+    """Medians, ratios repeat by repeat, and lemma 8's predictions from the samples."""
+    k = args.num_draft_tokens
+    rates, pieces, stats, clocks = samples.rates, samples.pieces, samples.stats, samples.clocks
     piece_seconds = {name: statistics.median(p[name] for p in pieces) for name in pieces[0]}
     # Keyed by the rule each arm runs: at temperature 0 every arm runs greedy-argmax.
     verify_ratio: dict[str, float] = {
@@ -229,14 +319,6 @@ def run_benchmark(args: argparse.Namespace) -> int:
         )
         for rule in SPECULATIVE_RULES
     }
-    # The breakdown: one more run per rule with every phase evaluated alone (slower, and
-    # not a throughput figure), on the path the arms above ran by default.
-    breakdown: dict[str, dict[str, float]] = {}
-    for rule in SPECULATIVE_RULES:
-        phased = RoundClock(phased=True)
-        for _ in generators[rule].generate(prompt, n, seed=seed, clock=phased):
-            pass
-        breakdown[rule] = phased.per_round()
     pipelined = {
         name: {
             part: statistics.median(clock.per_round()[part] for clock in clocks[name])
@@ -244,40 +326,27 @@ def run_benchmark(args: argparse.Namespace) -> int:
         }
         for name in generators
     }
-    # What the acceptance figures rest on, for a pair whose agreement is built, not learned.
-    pair_agreement = (
-        agreement(pair, prompt, config, n, seed=seed).__dict__ if args.random_pair else {}
-    )
-    kernels = sampler_kernel_counts(generators[SPECULATIVE_RULES[0]].vocab_size, config, k, rules)
-    progress.update()
-    progress.close()
-
     tokens_per_second = {name: statistics.median(values) for name, values in rates.items()}
-
-    def per_repeat(numerators: list[float], denominators: list[float]) -> list[float]:
-        ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
-        return [statistics.median(ratios), min(ratios), max(ratios)]
-
     round_seconds = {
-        name: [t / run.rounds for t, run in zip(seconds[f"speculative-{name}"], stats[name],
-                                                 strict=True)]
+        name: [t / run.rounds for t, run in zip(samples.seconds[f"speculative-{name}"],
+                                                 stats[name], strict=True)]
         for name in generators
     }
     spread = {
-        "round cost, stochastic / sampler-match": per_repeat(
+        "round cost, stochastic / sampler-match": _per_repeat(
             round_seconds["stochastic"], round_seconds["sampler-match"]),
         # The same, timed by the round clock from each round's start to its end: a run's
         # prompt prefill, paid once, is then not spread over its rounds (a run of n tokens
         # has fewer stochastic rounds than sampler-match ones, so the spread favours the
         # rule that makes more).
-        "round cost inside rounds, stochastic / sampler-match": per_repeat(
+        "round cost inside rounds, stochastic / sampler-match": _per_repeat(
             [clock.per_round()["round"] for clock in clocks["stochastic"]],
             [clock.per_round()["round"] for clock in clocks["sampler-match"]]),
-        "round cost, block / stochastic": per_repeat(
+        "round cost, block / stochastic": _per_repeat(
             round_seconds["block"], round_seconds["stochastic"]),
-        "target-only / mlx-lm target-only": per_repeat(
+        "target-only / mlx-lm target-only": _per_repeat(
             rates["target-only"], rates["mlx-lm-target-only"]),
-        **{f"speculative-{name} / mlx-lm-speculative": per_repeat(
+        **{f"speculative-{name} / mlx-lm-speculative": _per_repeat(
             rates[f"speculative-{name}"], rates["mlx-lm-speculative"]) for name in generators},
     }
     # Lemma 8's cost model, per repeat: c and the (k+1)-token cost ratio from that
@@ -309,33 +378,20 @@ def run_benchmark(args: argparse.Namespace) -> int:
             / (k * c_i + r_i)
             for run, c_i, r_i in zip(runs, c_values, r_values, strict=True)
         ]
-        spread[f"measured / predicted speedup, {name}"] = per_repeat(
+        spread[f"measured / predicted speedup, {name}"] = _per_repeat(
             measured[name], predicted[name])
     # measured / predicted, repeat by repeat, is exactly the product of three factors:
     # the trajectory's tokens per round over lemma 8's expectation, the target-only arm's
     # seconds per token over a 1-token forward timed alone (below 1 where generation
     # overlaps host and device), and the round's forwards timed alone over the round.
-    spread["target-only token / 1-token forward alone"] = per_repeat(
+    spread["target-only token / 1-token forward alone"] = _per_repeat(
         [1.0 / rate for rate in rates["target-only"]], [p["target_1"] for p in pieces])
     for name in generators:
-        spread[f"forwards alone / round, {name}"] = per_repeat(
+        spread[f"forwards alone / round, {name}"] = _per_repeat(
             [k * p["drafter_1"] + p[f"target_{k + 1}"] for p in pieces], round_seconds[name])
-    result = BenchResult(
-        settings={
-            "target": _model_label(pair.target_path),
-            "drafter": _model_label(pair.drafter_path),
-            "random_pair": args.random_pair,
-            "random_pair_shapes": (
-                RANDOM_PAIRS[args.random_pair].description if args.random_pair else None
-            ),
-            "vocab_size": generators[SPECULATIVE_RULES[0]].vocab_size,
-            "compile": compile_status(),
-            "num_draft_tokens": k, "max_tokens": n, "seed": seed, "repeats": args.repeats,
-            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
-            "min_p": config.min_p, "device": str(mx.default_device()),
-            "mlx": mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
-            "attention": attention_in_use(),
-        },
+    python_loop = samples.python_loop
+    return BenchResult(
+        settings=_settings(args, pair, config, generators),
         tokens_per_second=tokens_per_second,
         seconds_per_round=per_round,
         host_syncs_per_round=syncs,
@@ -360,24 +416,49 @@ def run_benchmark(args: argparse.Namespace) -> int:
         tokens_per_second_spread={
             name: [min(values), max(values)] for name, values in rates.items()
         },
-        round_breakdown=breakdown,
+        round_breakdown=samples.breakdown,
         pipelined_round=pipelined,
-        kernel_counts=kernels,
+        kernel_counts=samples.kernels,
         round_cost_block_over_stochastic=per_round["block"] / per_round["stochastic"],
         accepted_per_round=accepted_round,
         piece_seconds=piece_seconds,
         python_loop_seconds=[statistics.median(python_loop), min(python_loop),
                              max(python_loop)],
-        agreement=pair_agreement,
+        agreement=samples.agreement,
     )
-    print_invocation(args)
-    print(render_markdown(result))
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as handle:
-            json.dump({"command": getattr(args, "invocation", None), **result.__dict__},
-                      handle, indent=2)
-            handle.write("\n")
-    return 0
+
+
+def _settings(
+    args: argparse.Namespace, pair: Any, config: SamplerConfig,
+    generators: dict[str, SpeculativeGenerator],
+) -> dict[str, Any]:
+    """What the run was: models, path, sampler and machine."""
+    default = generators[SPECULATIVE_RULES[0]]
+    return {
+        "target": _model_label(pair.target_path),
+        "drafter": _model_label(pair.drafter_path),
+        "random_pair": args.random_pair,
+        "random_pair_shapes": (
+            RANDOM_PAIRS[args.random_pair].description if args.random_pair else None
+        ),
+        "vocab_size": default.vocab_size,
+        "compile": compile_status(),
+        "round_compile": _round_compile(default),
+        "num_draft_tokens": args.num_draft_tokens, "max_tokens": args.max_tokens,
+        "seed": args.seed, "repeats": args.repeats,
+        "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
+        "min_p": config.min_p, "device": str(mx.default_device()),
+        "mlx": mlx_version(), "machine": platform.machine(), "blas": blas_in_use(),
+        "attention": attention_in_use(),
+    }
+
+
+def _round_compile(generator: SpeculativeGenerator) -> str:
+    """How the generator's fused round runs: its sampler's `compiled` flag, read."""
+    sampler = generator.fast_path_sampler
+    if sampler is None:
+        return "on the core path"
+    return compile_status() if sampler.compiled else "uncompiled"
 
 
 def _model_label(path: Path | None) -> str:
@@ -403,7 +484,7 @@ def render_markdown(result: BenchResult) -> str:
         f"device {s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}, "
         f"attention: {s['attention']}; "
         f"vocabulary {s['vocab_size']:,}; fused path: target-only step {s['compile']}, "
-        "round uncompiled",
+        f"round {s['round_compile']}",
         "",
     ]
     if s.get("random_pair"):
@@ -463,12 +544,12 @@ def render_markdown(result: BenchResult) -> str:
     ]
     for rule in result.seconds_per_round:
         verify_ratio = result.verify_cost_over_forward[rule.removesuffix("-core")]
-        accepted = result.accepted_per_round.get(rule)
+        accepted = result.accepted_per_round[rule]
         lines.append(
             f"| {rule} | {result.seconds_per_round[rule] * 1e3:.2f} ms "
             f"| {result.host_syncs_per_round[rule]:.2f} "
             f"| {result.per_position_acceptance[rule]:.4f} "
-            f"| {'' if accepted is None else f'{accepted:.3f}'} "
+            f"| {accepted:.3f} "
             f"| {result.tokens_per_round[rule]:.3f} "
             f"| {verify_ratio:.3f} "
             f"| {result.speedup_measured[rule]:.3f} | {result.speedup_predicted[rule]:.3f} "
@@ -480,42 +561,37 @@ def render_markdown(result: BenchResult) -> str:
     lines += [
         "",
         f"Round cost, stochastic / sampler-match: "
-        f"{result.round_cost_stochastic_over_sampler_match:.3f}"
-        + ("" if result.round_cost_block_over_stochastic is None else
-           f"; block / stochastic: {result.round_cost_block_over_stochastic:.3f}")
-        + ". "
+        f"{result.round_cost_stochastic_over_sampler_match:.3f}; block / stochastic: "
+        f"{result.round_cost_block_over_stochastic:.3f}. "
         f"Drafter token / target token (c): {c:.3f}; target {k + 1}-token forward / "
         # A code span: bare, `[alpha]*k ... (k*c` reads as a link and emphasis in Markdown.
         f"1-token forward: {r:.3f}. Predicted speedup = "
-        f"`expected_tokens_per_round([alpha]*k) / (k*c + {k + 1}-token cost ratio)`"
-        + ("" if result.round_cost_block_over_stochastic is None else
-           "; for block, whose acceptance is not per position, the measured tokens/round "
-           "replace `expected_tokens_per_round([alpha]*k)`")
-        + ".",
+        f"`expected_tokens_per_round([alpha]*k) / (k*c + {k + 1}-token cost ratio)`; "
+        "for block, whose acceptance is not per position, the measured tokens/round "
+        "replace `expected_tokens_per_round([alpha]*k)`.",
     ]
-    if result.piece_seconds:
-        piece = result.piece_seconds
-        low_loop = result.python_loop_seconds[1] / result.python_loop_seconds[0]
-        high_loop = result.python_loop_seconds[2] / result.python_loop_seconds[0]
-        lines += [
-            "",
-            "The pieces, each evaluated and synchronised alone once per repeat, between the "
-            "arms (medians over repeats): "
-            f"target over 1 token {piece['target_1'] * 1e3:.2f} ms, over {k + 1} tokens "
-            f"{piece[f'target_{k + 1}'] * 1e3:.2f} ms; drafter over 1 token "
-            f"{piece['drafter_1'] * 1e3:.2f} ms. Measured speedup, predicted speedup and "
-            "their ratio are medians of per-repeat values, each repeat's prediction built "
-            "from the pieces and the acceptance of that repeat. In each repeat, "
-            "measured/predicted = (tokens per round / lemma 8's expectation) x (target-only "
-            "token / 1-token forward alone) x (forwards alone / round): the trajectory's "
-            "luck (1 for block, whose prediction reads its measured tokens per round), the "
-            "target-only arm's gain from overlapping host and device, which prices a target "
-            "token below its cost alone, and the round's cost beyond its forwards "
-            f"({k} drafter forwards and a {k + 1}-token target forward, each timed alone). "
-            "Host drift: a fixed "
-            f"pure-Python loop, timed once per repeat, took {low_loop:.2f}-{high_loop:.2f} "
-            "times its median.",
-        ]
+    piece = result.piece_seconds
+    low_loop = result.python_loop_seconds[1] / result.python_loop_seconds[0]
+    high_loop = result.python_loop_seconds[2] / result.python_loop_seconds[0]
+    lines += [
+        "",
+        "The pieces, each evaluated and synchronised alone once per repeat, between the "
+        "arms (medians over repeats): "
+        f"target over 1 token {piece['target_1'] * 1e3:.2f} ms, over {k + 1} tokens "
+        f"{piece[f'target_{k + 1}'] * 1e3:.2f} ms; drafter over 1 token "
+        f"{piece['drafter_1'] * 1e3:.2f} ms. Measured speedup, predicted speedup and "
+        "their ratio are medians of per-repeat values, each repeat's prediction built "
+        "from the pieces and the acceptance of that repeat. In each repeat, "
+        "measured/predicted = (tokens per round / lemma 8's expectation) x (target-only "
+        "token / 1-token forward alone) x (forwards alone / round): the trajectory's "
+        "luck (1 for block, whose prediction reads its measured tokens per round), the "
+        "target-only arm's gain from overlapping host and device, which prices a target "
+        "token below its cost alone, and the round's cost beyond its forwards "
+        f"({k} drafter forwards and a {k + 1}-token target forward, each timed alone). "
+        "Host drift: a fixed "
+        f"pure-Python loop, timed once per repeat, took {low_loop:.2f}-{high_loop:.2f} "
+        "times its median.",
+    ]
     lines += _breakdown_markdown(result)
     return "\n".join(lines)
 

@@ -53,8 +53,6 @@ __all__ = [
 
 logger = logging.getLogger("specaccept")
 
-Model = Callable[..., mx.array]
-
 _logged_rules: set[AcceptanceRule] = set()
 
 
@@ -458,6 +456,11 @@ class SpeculativeGenerator:
                 "speculative acceptance rule active rule=%s distribution_preserving=true",
                 self.acceptance_rule.value,
             )
+
+    @property
+    def fast_path_sampler(self) -> FusedSampler | None:
+        """The fused sampler the rounds run through; None on the core path."""
+        return self._fused
 
     @staticmethod
     def _sync(
