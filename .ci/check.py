@@ -36,7 +36,10 @@ def main() -> None:
     step("ruff", python, "-m", "ruff", "check", *trees)
     step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples")
     step("import contracts", str(Path(python).parent / "lint-imports"))
-    step("pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_ARGS)
+    # Two workers on CI's two cores: the suite is order-independent (each test owns its
+    # temporary files and seeds), and the slow soak and chi-square tests no longer queue.
+    step("pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+         *PYTEST_ARGS)
     if (ROOT / "docs" / "conf.py").exists():
         # From scratch: viewcode keeps a module's page when it is newer than the module,
         # so an old build's pages (say, from before MathJax was bundled) would survive.
