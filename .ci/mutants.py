@@ -3,8 +3,10 @@
 Each mutant is one mistake a careful reviewer would plant, most of them mistakes
 that speculative-decoding engines have actually shipped. `mutation_gate.py`
 applies them one at a time and requires the test-and-proof suite to kill every
-one. An edit's `original` must occur exactly once in its file: when the code
-moves, the gate fails naming the mutant instead of silently testing nothing.
+one. A mutant names the function (`scope`, a qualified name) that holds its edit,
+and an edit's `original` must occur exactly once there, as Python tokens (layout
+and comments aside; `anchoring.py`): when the code moves, the gate fails naming
+the mutant instead of silently testing nothing.
 
 Notes on mutants deliberately left out because no output can tell them apart
 from the library (an unkillable mutant proves nothing about the suite):
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from anchoring import MODULE_SCOPE
+
 SAMPLING = "impl/specaccept/core/sampling.py"
 ACCEPTANCE = "impl/specaccept/core/acceptance.py"
 REWIND = "impl/specaccept/core/rewind.py"
@@ -52,13 +56,15 @@ class Mutant:
     Attributes:
         name: a stable id, named after the mistake.
         path: the mutated file, relative to the repository root.
-        edits: (original, replacement) pairs; each original occurs exactly once.
+        edits: (original, replacement) pairs; each original occurs exactly once in `scope`.
         breaks: one line: what engines shipped, or what the change breaks.
         vectors: whether a golden-vector family replays the mutated function,
             so that the vectors alone could be expected to kill it.
         first_tests: tests (files or node ids) known to catch the mistake in
             seconds; the gate runs them right after its first stage, before the
             rest of the suite. Only an order: the verdict is still the whole suite's.
+        scope: the qualified name of the function, method or class holding every
+            edit, or MODULE_SCOPE for an edit outside all of them (a constant).
     """
 
     name: str
@@ -67,14 +73,15 @@ class Mutant:
     breaks: str
     vectors: bool = True
     first_tests: tuple[str, ...] = ()
+    scope: str = MODULE_SCOPE
 
 
 def mutant(
     name: str, path: str, original: str, replacement: str, breaks: str, *, vectors: bool = True,
-    first_tests: tuple[str, ...] = (),
+    first_tests: tuple[str, ...] = (), scope: str = MODULE_SCOPE,
 ) -> Mutant:
     """A mutant with a single edit."""
-    return Mutant(name, path, ((original, replacement),), breaks, vectors, first_tests)
+    return Mutant(name, path, ((original, replacement),), breaks, vectors, first_tests, scope)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -84,18 +91,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "mx.logical_and(p_t > 0, u * q_t <= p_t)",
         "mx.logical_and(p_t > 0, u * q_t < p_t)",
         "`<` for `<=` in the accept test: u * q(t) == p(t) rejects a token it must keep",
+        scope="_accepts",
     ),
     mutant(
         "accept-drops-p-guard", ACCEPTANCE,
         "mx.logical_and(p_t > 0, u * q_t <= p_t)",
         "mx.logical_and(True, u * q_t <= p_t)",
         "no `p(t) > 0` guard: an underflowed q(t) = 0 admits a token the target excluded",
+        scope="_accepts",
     ),
     mutant(
         "accept-p-and-q-swapped", ACCEPTANCE,
         "mx.logical_and(p_t > 0, u * q_t <= p_t)",
         "mx.logical_and(p_t > 0, u * p_t <= q_t)",
         "Chen's notation read as Leviathan's: accepts with min(1, q/p) instead of min(1, p/q)",
+        scope="_accepts",
     ),
     # --- residual ----------------------------------------------------------------------
     mutant(
@@ -103,54 +113,61 @@ MUTANTS: tuple[Mutant, ...] = (
         "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
         "return mx.where(has_mass, mx.softmax(excess, axis=-1), p)",
         "residual normalised with a softmax: every token, excluded ones too, gets mass",
+        scope="residual_distribution",
     ),
     mutant(
         "residual-is-p", ACCEPTANCE,
         "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
         "return p",
         "resample from p instead of relu(p - q), the classic shipped bug: biased towards q",
+        scope="residual_distribution",
     ),
     mutant(
         "residual-q-minus-p", ACCEPTANCE,
         "excess = mx.maximum(p - q, 0.0)",
         "excess = mx.maximum(q - p, 0.0)",
         "residual taken the wrong way round: replacements come from where the drafter over-shoots",
+        scope="residual_distribution",
     ),
     mutant(
         "residual-abs", ACCEPTANCE,
         "excess = mx.maximum(p - q, 0.0)",
         "excess = mx.abs(p - q)",
         "|p - q| instead of relu(p - q): replacements can be tokens the drafter over-proposed",
+        scope="residual_distribution",
     ),
     mutant(
         "residual-fallback-q", ACCEPTANCE,
         "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), p)",
         "return mx.where(has_mass, excess / mx.where(has_mass, mass, 1.0), q)",
         "zero-mass fallback to q: a float-rounding rejection can leave the target's support",
+        scope="residual_distribution",
     ),
     mutant(
         "residual-fallback-nan", ACCEPTANCE,
         "has_mass = mass > 0",
         "has_mass = mass >= 0",
         "zero-mass residual divided by its zero mass: NaN passed to the draw",
+        scope="residual_distribution",
     ),
     mutant(
         "resample-from-p", ACCEPTANCE,
         "return sample_from_distribution(residual_distribution(p, q), u)",
         "return sample_from_distribution(p, u)",
-        "verify_draft_token's replacement drawn from p, not the residual",
+        "verify_draft_token's replacement drawn from p, not the residual", scope="residual_resample"
     ),
     mutant(
         "block-resample-from-p", ACCEPTANCE,
         "rows = mx.concatenate([_replacement_rows(target_probs[:k], draft_probs, tokens),",
         "rows = mx.concatenate([target_probs[:k],",
-        "verify_tokenwise's replacement drawn from p, not the residual",
+        "verify_tokenwise's replacement drawn from p, not the residual", scope="verify_tokenwise"
     ),
     mutant(
         "block-residual-rows-shifted", ACCEPTANCE,
         "_replacement_rows(target_probs[:k], draft_probs, tokens)",
         "_replacement_rows(target_probs[1:], draft_probs, tokens)",
         "residual of position i built from the target row of position i + 1",
+        scope="verify_tokenwise",
     ),
     # --- verify_draft_token and the rule choice ---------------------------------------------
     mutant(
@@ -158,24 +175,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "accepted = _accepts(p, q, ids, u_accept)",
         "accepted = _accepts(p, q, ids, u_sample)",
         "wrong uniform slot: the accept test and the residual draw share one uniform",
+        scope="_verify",
     ),
     mutant(
         "sampler-match-reads-u-accept", ACCEPTANCE,
         "draw = sample_from_distribution(p, u_sample)",
         "draw = sample_from_distribution(p, u_accept)",
         "wrong uniform slot: sampler-match no longer reproduces target-only sampling's stream",
+        scope="_verify",
     ),
     mutant(
         "sampler-match-is-argmax", ACCEPTANCE,
         "draw = sample_from_distribution(p, u_sample)",
         "draw = mx.argmax(p, axis=-1).astype(mx.int32)",
         "argmax-against-argmax at temperature > 0 in verify_draft_token: collapses p to its mode",
+        scope="_verify",
     ),
     mutant(
         "rule-argmax-when-stochastic-off", ACCEPTANCE,
         "if target_config.is_greedy:\n        return AcceptanceRule.GREEDY_ARGMAX",
         "if target_config.is_greedy or not enabled:\n        return AcceptanceRule.GREEDY_ARGMAX",
         "argmax-against-argmax at temperature > 0 when stochastic is off: biased, not lossless",
+        scope="acceptance_rule",
     ),
     mutant(
         "rule-switch-unset-disables", RULE_CHOICE,
@@ -183,7 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if raw is None:\n        return False",
         "stochastic acceptance off by default: the documented default is on",
         vectors=False,
-        first_tests=("tests/test_rule_choice.py",),
+        first_tests=("tests/test_rule_choice.py",), scope="switch_from_environment"
     ),
     # --- verify_tokenwise ------------------------------------------------------------------
     mutant(
@@ -191,30 +212,33 @@ MUTANTS: tuple[Mutant, ...] = (
         "num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)",
         "num_accepted = accepted.astype(mx.int32).sum().astype(mx.int32)",
         "sum of accepted instead of the accepted prefix (cumprod): keeps drafts after a rejection",
+        scope="verify_tokenwise",
     ),
     mutant(
         "block-bonus-row-off-by-one", ACCEPTANCE,
         "target_probs[k:]])",
         "target_probs[k - 1 : k]])",
         "bonus token drawn from row k - 1 (the last draft's row) instead of row k",
+        scope="verify_tokenwise",
     ),
     mutant(
         "block-bonus-reads-accept-slot", ACCEPTANCE,
         "candidates = sample_from_distribution(rows, u[:, 1])",
         "candidates = sample_from_distribution(rows, mx.concatenate([u[:k, 1], u[k:, 0]]))",
-        "the bonus draw reads uniforms[k, 0] instead of uniforms[k, 1]",
+        "the bonus draw reads uniforms[k, 0] instead of uniforms[k, 1]", scope="verify_tokenwise"
     ),
     mutant(
         "block-accept-reads-sample-slot", ACCEPTANCE,
         "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
         "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 1])",
         "wrong uniform slot: the accept test reads the uniform of the residual draw",
+        scope="verify_tokenwise",
     ),
     mutant(
         "block-accept-uniform-row-shifted", ACCEPTANCE,
         "_accepts(target_probs[:k], draft_probs, tokens, u[:k, 0])",
         "_accepts(target_probs[:k], draft_probs, tokens, u[1:, 0])",
-        "position i's accept test reads the uniform of position i + 1",
+        "position i's accept test reads the uniform of position i + 1", scope="verify_tokenwise"
     ),
     mutant(
         "block-greedy-rows-shifted", ACCEPTANCE,
@@ -223,18 +247,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)\n"
         "        accepted = mx.logical_and(tokens.valid, candidates[1:] == tokens.clamped)",
         "greedy draft i compared with the argmax of row i + 1 (off by one row)",
+        scope="verify_tokenwise",
     ),
     mutant(
         "block-sampler-match-is-argmax", ACCEPTANCE,
         "candidates = sample_from_distribution(target_probs, u[:, 1])",
         "candidates = mx.argmax(target_probs, axis=-1).astype(mx.int32)",
         "argmax-against-argmax at temperature > 0 in verify_tokenwise's sampler-match",
+        scope="verify_tokenwise",
     ),
     mutant(
         "block-never-bonus", ACCEPTANCE,
         "next_token = candidates[num_accepted]",
         "next_token = candidates[mx.minimum(num_accepted, k - 1)]",
         "an all-accepted round emits row k - 1's candidate instead of the bonus from row k",
+        scope="verify_tokenwise",
     ),
     # --- the draw ----------------------------------------------------------------------
     mutant(
@@ -242,24 +269,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "eligible = mx.logical_and(partial_sums > target, positive)",
         "eligible = mx.logical_and(partial_sums >= target, positive)",
         "`>=` for `>` in the inverse CDF: u on a breakpoint picks the token before it",
+        scope="sample_from_distribution",
     ),
     mutant(
         "draw-fallback-last-id", SAMPLING,
         "chosen = mx.where(eligible.any(axis=-1), first_eligible, last_positive)",
         "chosen = mx.where(eligible.any(axis=-1), first_eligible, vocab_size - 1)",
         "rounding fallback returns the last id, which may have probability zero",
+        scope="sample_from_distribution",
     ),
     mutant(
         "draw-assumes-unit-total", SAMPLING,
         "target = u[..., None] * partial_sums[..., -1:]",
         "target = u[..., None]",
         "u compared with unnormalised prefix sums: wrong tokens for weights not summing to 1",
+        scope="sample_from_distribution",
     ),
     mutant(
         "draw-normalises-first", SAMPLING,
         "partial_sums = mx.cumsum(probs, axis=-1)",
         "partial_sums = mx.cumsum(probs / probs.sum(axis=-1, keepdims=True), axis=-1)",
         "normalise, then draw: other float32 breakpoints than the normative u * total",
+        scope="sample_from_distribution",
     ),
     # --- the sampler chain -------------------------------------------------------------
     mutant(
@@ -270,35 +301,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "        mx.softmax(logits.astype(mx.float32), axis=-1),\n"
         "    )",
         "the unfiltered softmax reported as q while drawing from the filtered law",
+        scope="sample_token_with_distribution",
     ),
     mutant(
         "temperature-multiplies", SAMPLING,
         "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
         "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) * config.temperature",
-        "logits multiplied by the temperature instead of divided",
+        "logits multiplied by the temperature instead of divided", scope="_filtered_distribution"
     ),
     mutant(
         "temperature-without-max-shift", SAMPLING,
         "logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
         "logits = logits / config.temperature",
         "no shift by the max: a tiny temperature overflows to inf and the row turns NaN",
+        scope="_filtered_distribution",
     ),
     Mutant(
         "temperature-after-filters", SAMPLING,
         (
             ("logits = (logits - mx.max(logits, axis=-1, keepdims=True)) / config.temperature",
              "logits = logits - mx.max(logits, axis=-1, keepdims=True)"),
-            ("    return mx.softmax(logits, axis=-1, precise=True)\n\n\ndef _one_hot_argmax",
-             "    return mx.softmax(logits / config.temperature, axis=-1, precise=True)\n\n\n"
-             "def _one_hot_argmax"),
+            ("return mx.softmax(logits, axis=-1, precise=True)",
+             "return mx.softmax(logits / config.temperature, axis=-1, precise=True)"),
         ),
         "temperature applied after top-p/min-p: the filters see the untempered distribution",
+        scope="_filtered_distribution",
     ),
     mutant(
         "top-k-keeps-k-minus-one", SAMPLING,
         "mx.topk(logits, config.top_k, axis=-1)",
         "mx.topk(logits, config.top_k - 1, axis=-1)",
-        "off-by-one top-k",
+        "off-by-one top-k", scope="_filtered_distribution"
     ),
     mutant(
         "top-k-drops-ties", SAMPLING,
@@ -308,24 +341,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "            logits, _NEG_INF,\n"
         "        )",
         "top-k by rank: exactly k survive, so ties with the k-th largest are cut arbitrarily",
+        scope="_filtered_distribution",
     ),
     mutant(
         "top-p-crossing-inclusive", SAMPLING,
         "below = (mx.cumsum(descending, axis=-1) < config.top_p)",
         "below = (mx.cumsum(descending, axis=-1) <= config.top_p)",
         "`<=` for `<` in top-p: a prefix whose mass equals top_p keeps one more token",
+        scope="_filtered_distribution",
     ),
     mutant(
         "top-p-drops-crossing-token", SAMPLING,
         "cutoff_index = mx.minimum(below, vocab_size - 1)",
         "cutoff_index = mx.maximum(below - 1, 0)",
         "top-p keeps only the prefix strictly below top_p, not the token that crosses it",
+        scope="_filtered_distribution",
     ),
     mutant(
         "top-p-unsorted-cumsum", SAMPLING,
         "mx.cumsum(descending, axis=-1)",
         "mx.cumsum(probs, axis=-1)",
         "top-p mass accumulated in id order instead of descending probability",
+        scope="_filtered_distribution",
     ),
     mutant(
         "top-p-drops-ties", SAMPLING,
@@ -335,6 +372,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            logits, _NEG_INF,\n"
         "        )",
         "top-p by rank: tokens tied with the last kept one are cut arbitrarily",
+        scope="_filtered_distribution",
     ),
     mutant(
         "min-p-before-top-p", SAMPLING,
@@ -365,30 +403,33 @@ MUTANTS: tuple[Mutant, ...] = (
         "        cutoff = mx.take_along_axis(descending, cutoff_index, axis=-1)\n"
         "        logits = mx.where(probs >= cutoff, logits, _NEG_INF)\n",
         "filter order min-p -> top-p: top-p then measures mass after min-p renormalised",
+        scope="_filtered_distribution",
     ),
     mutant(
         "min-p-absolute-floor", SAMPLING,
         "floor = config.min_p * mx.max(probs, axis=-1, keepdims=True)",
         "floor = config.min_p",
         "min-p as an absolute floor instead of a fraction of the top probability",
+        scope="_filtered_distribution",
     ),
     mutant(
         "min-p-strict", SAMPLING,
         "logits = mx.where(probs >= floor, logits, _NEG_INF)",
         "logits = mx.where(probs > floor, logits, _NEG_INF)",
-        "`>` for `>=` in min-p: a token exactly at the floor is cut",
+        "`>` for `>=` in min-p: a token exactly at the floor is cut", scope="_filtered_distribution"
     ),
     mutant(
         "greedy-ties-highest-id", SAMPLING,
         "winner = mx.argmax(logits, axis=-1, keepdims=True)  # lowest id on ties",
         "winner = vocab_size - 1 - mx.argmax(logits[..., ::-1], axis=-1, keepdims=True)",
-        "greedy ties broken towards the highest id",
+        "greedy ties broken towards the highest id", scope="_one_hot_argmax"
     ),
     mutant(
         "top-k-one-not-greedy", SAMPLING,
         "return self.temperature == 0.0 or self.top_k == 1",
         "return self.temperature == 0.0",
         "top-k 1 treated as sampling: tied maxima share the mass and the rule is not greedy",
+        scope="SamplerConfig.is_greedy",
     ),
     mutant(
         "greedy-before-penalties", SAMPLING,
@@ -396,7 +437,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    logits = logits.astype(mx.float32)\n"
         "    if config.is_greedy:\n"
         "        return _one_hot_argmax(logits)\n",
-        "greedy argmax taken before logit bias and penalties",
+        "greedy argmax taken before logit bias and penalties", scope="effective_token_distribution"
     ),
     # --- penalties, DRY, XTC -----------------------------------------------------------
     mutant(
@@ -412,48 +453,54 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if config.logit_bias:\n"
         "        logits = _apply_logit_bias(logits, config.logit_bias)\n",
         "logit bias applied after the multiplicative repetition penalty",
+        scope="effective_token_distribution",
     ),
     mutant(
         "repetition-penalty-direction", SAMPLING,
         "logits > 0, logits / config.repetition_penalty, logits * config.repetition_penalty",
         "logits > 0, logits * config.repetition_penalty, logits / config.repetition_penalty",
         "CTRL penalty the wrong way: repeated tokens become more likely",
+        scope="_apply_repetition_penalties",
     ),
     mutant(
         "repetition-window-whole-history", SAMPLING,
         "recent = history[-config.repetition_context_size :]",
         "recent = history",
         "repetition_context_size ignored: every earlier token is penalised",
+        scope="_apply_repetition_penalties",
     ),
     mutant(
         "frequency-as-presence", SAMPLING,
         "- counts * config.frequency_penalty",
         "- seen.astype(mx.float32) * config.frequency_penalty",
         "frequency penalty counts a token once, however often it occurred",
+        scope="_apply_repetition_penalties",
     ),
     mutant(
         "repetition-penalty-unseen-too", SAMPLING,
         "logits = mx.where(seen, penalised, logits)",
         "logits = penalised",
         "repetition penalty applied to every token, seen or not",
+        scope="_apply_repetition_penalties",
     ),
     mutant(
         "dry-breaker-candidate-penalised", SAMPLING,
         "match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)",
         "match_length = match_length.astype(mx.float32)",
         "DRY: a candidate that is itself a sequence breaker gets a match length (must be 0)",
+        scope="_dry_penalty",
     ),
     mutant(
         "dry-match-crosses-breakers", SAMPLING,
         "match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)",
         "match_length = prefix_matches[::-1][:-1]",
-        "DRY: a matched suffix may run through a sequence breaker",
+        "DRY: a matched suffix may run through a sequence breaker", scope="_dry_penalty"
     ),
     mutant(
         "dry-match-includes-last-breaker", SAMPLING,
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n",
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)) + 1, n",
-        "DRY: the matched suffix may reach back onto the last breaker itself",
+        "DRY: the matched suffix may reach back onto the last breaker itself", scope="_dry_penalty"
     ),
     # How DRY computes its match lengths the spec leaves free ("compute them as you like"),
     # so a port has none of this code: prefix doubling, reached only by windows over 513
@@ -467,87 +514,92 @@ MUTANTS: tuple[Mutant, ...] = (
         "length = mx.where((here + block <= n) & same, length + block, length)",
         "length = mx.where((here + block < n) & same, length + block, length)",
         "DRY's Z-array never extends a match through the window's last token",
-        vectors=False,
+        vectors=False, scope="_prefix_match_lengths"
     ),
     mutant(
         "dry-direct-match-runs-into-padding", SAMPLING,
         "return mx.minimum(first_difference, n - mx.arange(n)).astype(mx.int32)",
         "return first_difference.astype(mx.int32)",
         "DRY's direct comparison lets a match run on into the zero padding past the window",
-        vectors=False,
+        vectors=False, scope="_capped_prefix_match_lengths"
     ),
     mutant(
         "dry-direct-match-no-stop-column", SAMPLING,
         "    differs = mx.concatenate([differs, mx.ones((n, 1), dtype=mx.bool_)], axis=1)\n",
         "",
         "DRY's direct comparison reads a row with no difference as a match of length 0",
+        scope="_capped_prefix_match_lengths",
     ),
     mutant(
         "dry-saturation-one-short", SAMPLING,
         "return allowed + excess if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
         "return allowed + excess - 1 if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
         "DRY cuts match lengths one short of saturation: the longest matches lose their cap",
-        vectors=False,
+        vectors=False, scope="_dry_saturation_length"
     ),
     mutant(
         "dry-sums-occurrences", SAMPLING,
         ".at[candidate_tokens].maximum(match_length)",
         ".at[candidate_tokens].add(match_length)",
         "DRY: a token's match lengths summed over its occurrences instead of the longest",
+        scope="_dry_penalty",
     ),
     mutant(
         "dry-allowed-length-strict", SAMPLING,
         "return mx.where(longest >= config.dry_allowed_length, penalty, 0.0)",
         "return mx.where(longest > config.dry_allowed_length, penalty, 0.0)",
         "DRY: a match of exactly dry_allowed_length goes unpenalised",
+        scope="_dry_penalty_of_match_length",
     ),
     mutant(
         "dry-exponent-off-by-one", SAMPLING,
         "exponent = longest - config.dry_allowed_length",
         "exponent = longest - config.dry_allowed_length + 1",
-        "DRY penalty one power of the base too large",
+        "DRY penalty one power of the base too large", scope="_dry_penalty_of_match_length"
     ),
     mutant(
         "dry-window-off-by-one", SAMPLING,
         "history[-config.dry_penalty_last_n :]",
         "history[-config.dry_penalty_last_n + 1 :]",
-        "DRY reads one token fewer than dry_penalty_last_n",
+        "DRY reads one token fewer than dry_penalty_last_n", scope="_dry_penalty"
     ),
     mutant(
         "dry-uncapped", SAMPLING,
         "    penalty = mx.minimum(penalty, _DRY_PENALTY_CAP)\n",
         "",
         "DRY penalty overflows to inf on long repeats; a fully penalised row turns NaN",
+        scope="_dry_penalty_of_match_length",
     ),
     mutant(
         "xtc-strict-threshold", SAMPLING,
         "above = (probs >= threshold) & (probs > 0)",
         "above = (probs > threshold) & (probs > 0)",
-        "XTC: a token exactly at the threshold does not qualify",
+        "XTC: a token exactly at the threshold does not qualify", scope="_xtc_cut"
     ),
     mutant(
         "xtc-zero-probability-qualifies", SAMPLING,
         "above = (probs >= threshold) & (probs > 0)",
         "above = probs >= threshold",
-        "XTC at threshold 0: masked tokens qualify and every real token is cut",
+        "XTC at threshold 0: masked tokens qualify and every real token is cut", scope="_xtc_cut"
     ),
     mutant(
         "xtc-cuts-least-likely-too", SAMPLING,
         "cut = above & (probs > smallest_above)",
         "cut = above & (probs >= smallest_above)",
-        "XTC removes every qualifying token, the least likely one included",
+        "XTC removes every qualifying token, the least likely one included", scope="_xtc_cut"
     ),
     mutant(
         "xtc-needs-three", SAMPLING,
         "(above.sum(axis=-1, keepdims=True) >= 2)",
         "(above.sum(axis=-1, keepdims=True) >= 3)",
-        "XTC cuts only when three tokens qualify",
+        "XTC cuts only when three tokens qualify", scope="_xtc_cut"
     ),
     mutant(
         "xtc-mixture-swapped", SAMPLING,
         "return (1.0 - config.xtc_probability) * uncut + config.xtc_probability * cut",
         "return config.xtc_probability * uncut + (1.0 - config.xtc_probability) * cut",
         "XTC mixture weights swapped: the cut applies with 1 - xtc_probability",
+        scope="effective_token_distribution",
     ),
     # --- block verification (verify_blockwise) --------------------------------------
     mutant(
@@ -555,6 +607,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "num_accepted = mx.where(keeps, lengths, 0).max(axis=-1).astype(mx.int32)",
         "num_accepted = mx.cumprod(keeps.astype(mx.int32)).sum().astype(mx.int32)",
         "block verification stopped at the first failing test instead of the longest prefix",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-residual-without-weight", JOINT,
@@ -563,42 +616,46 @@ MUTANTS: tuple[Mutant, ...] = (
         "                 / mx.maximum(target_probs[:k] - draft_probs, 0.0)"
         ".sum(axis=-1, keepdims=True),",
         "the replacement drawn from relu(p - q), without the prefix weight w_tau on p",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-keep-probability-without-weight", JOINT,
         "excess = mx.maximum(weights[:k, None] * target_probs[:k] - draft_probs, 0.0)",
         "excess = mx.maximum(target_probs[:k] - draft_probs, 0.0)",
-        "Z_i and the residual computed from p instead of w_i p",
+        "Z_i and the residual computed from p instead of w_i p", scope="verify_blockwise"
     ),
     mutant(
         "joint-h-k-is-one", JOINT,
         "mx.where(lengths == num_real, weights[1:], 0.0))",
         "mx.where(lengths == num_real, 1.0, 0.0))",
         "h_k = 1 instead of w_k: the whole block is kept whatever its weight",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-weights-uncapped", JOINT,
         "log_weights = prefix_sums - mx.cummax(prefix_sums)",
         "log_weights = prefix_sums",
-        "w_i as the plain product of ratios, without min(1, .)",
+        "w_i as the plain product of ratios, without min(1, .)", scope="_prefix_weights"
     ),
     mutant(
         "joint-excluded-draft-revives", JOINT,
         "return mx.where(dead, 0.0, mx.exp(log_weights))",
         "return mx.exp(log_weights)",
         "a draft the target excludes (p = 0) does not zero the weight of the prefix",
+        scope="_prefix_weights",
     ),
     mutant(
         "joint-keep-strict", JOINT,
         "u[:k, 0] <= keep_probability)",
         "u[:k, 0] < keep_probability)",
         "`<` for `<=` in the keep test: eta == h_i rejects a prefix it must keep",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-drops-h-guard", JOINT,
         "keeps = mx.logical_and(keep_probability > 0, u[:k, 0] <= keep_probability)",
         "keeps = u[:k, 0] <= keep_probability",
-        "no `h_i > 0` guard: eta = 0 keeps a prefix of probability zero",
+        "no `h_i > 0` guard: eta = 0 keeps a prefix of probability zero", scope="verify_blockwise"
     ),
     mutant(
         "joint-bonus-from-last-draft-row", JOINT,
@@ -606,12 +663,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "rows = mx.where((mx.arange(k + 1) == num_real)[:, None],\n"
         "                 mx.concatenate([target_probs[:1], target_probs[:-1]]), rows)",
         "the bonus after an all-kept block drawn from row k - 1 instead of row k",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-length-law-reversed", JOINT,
         "rejects_after = mx.cumprod((1.0 - keep_probability)[::-1])[::-1]",
         "rejects_after = mx.cumprod(1.0 - keep_probability)",
         "P(tau = i) multiplies the rejections before i instead of after it",
+        scope="verify_blockwise",
     ),
     # --- the draw's exact law on the uniform grid ------------------------------------------
     mutant(
@@ -619,6 +678,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total < partial_sums)",
         "below = (middle < UNIFORM_GRID_SIZE) & (uniforms * total <= partial_sums)",
         "grid points on a breakpoint credited to the id before it, unlike the draw",
+        scope="grid_draw_counts",
     ),
     # --- the fused fast path (a second implementation of the draw and the round) -----------
     mutant(
@@ -626,42 +686,42 @@ MUTANTS: tuple[Mutant, ...] = (
         "eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive",
         "eligible = (partial_sums >= u[..., None] * partial_sums[..., -1:]) & positive",
         "the fast path's draw with `>=`: it no longer emits the reference's token on a breakpoint",
-        vectors=False,
+        vectors=False, scope="draw_from_distribution"
     ),
     mutant(
         "fused-first-eligible-inclusive", FUSED,
         "eligible = (partial_sums > threshold) & positive",
         "eligible = (partial_sums >= threshold) & positive",
         "the uncompiled fast path's draw with `>=`: it leaves the reference at a breakpoint",
-        vectors=False,
+        vectors=False, scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-first-eligible-first-positive", FUSED,
         "last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)",
         "last_positive = mx.argmax(positive, axis=-1)",
         "the uncompiled draw falls back to the first positive id, not the last",
-        vectors=False,
+        vectors=False, scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-greedy-argmin", FUSED,
         "return mx.argmax(probs, axis=-1).astype(mx.int32)",
         "return mx.argmin(probs, axis=-1).astype(mx.int32)",
         "the greedy fast draw reads the one-hot law's argmin",
-        vectors=False,
+        vectors=False, scope="_greedy_or.argmax_of_one_hot"
     ),
     mutant(
         "fused-resample-from-p", FUSED,
         "residual_distribution(target_probs[:k], draft_probs),",
         "target_probs[:k],",
         "the fast path resamples from p instead of the residual",
-        vectors=False,
+        vectors=False, scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-bonus-row-off-by-one", FUSED,
         "rows = mx.concatenate([replacement, target_probs[k:]])",
         "rows = mx.concatenate([replacement, target_probs[k - 1 : k]])",
         "the fast path draws the bonus from row k - 1",
-        vectors=False,
+        vectors=False, scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-sum-of-accepted", FUSED,
@@ -670,7 +730,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    num_accepted = accepted.astype(mx.int32).sum().astype(mx.int32)\n"
         "    return num_accepted, candidates[num_accepted]",
         "the fast path counts every accepted draft, not the accepted prefix",
-        vectors=False,
+        vectors=False, scope="fused_verify_tokenwise"
     ),
     # --- rewind ------------------------------------------------------------------------
     mutant(
@@ -678,62 +738,67 @@ MUTANTS: tuple[Mutant, ...] = (
         "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
         "return RewindPlan(target_trim=n - a, draft_trim=min(n - a + 1, n), draft_backfill=False)",
         "the mlxcel #994 draft-cache rewind: trims two too many, the drafter falls behind",
-        vectors=True,
+        vectors=True, scope="rewind_trim"
     ),
     mutant(
         "rewind-draft-trims-like-target", REWIND,
         "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
         "return RewindPlan(target_trim=n - a, draft_trim=n - a, draft_backfill=False)",
         "draft cache trimmed like the target's: one entry short of the emitted history",
+        scope="rewind_trim",
     ),
     mutant(
         "rewind-no-backfill", REWIND,
         "return RewindPlan(target_trim=0, draft_trim=0, draft_backfill=True)",
         "return RewindPlan(target_trim=0, draft_trim=0, draft_backfill=False)",
         "all-accepted round never backfills d(n-1): the drafter's context loses a token",
+        scope="rewind_trim",
     ),
     mutant(
         "rewind-target-under-trim", REWIND,
         "return RewindPlan(target_trim=n - a, draft_trim=n - a - 1, draft_backfill=False)",
         "return RewindPlan(target_trim=n - a - 1, draft_trim=n - a - 1, draft_backfill=False)",
         "target cache keeps the rejected draft: the next forward sees a token never emitted",
+        scope="rewind_trim",
     ),
     # --- closed forms ------------------------------------------------------------------
     mutant(
         "closed-form-sum-max", THEORY,
         "sum_min=mx.minimum(p, q).sum(axis=-1)",
         "sum_min=mx.maximum(p, q).sum(axis=-1)",
-        "acceptance ceiling computed as sum max(p, q)",
+        "acceptance ceiling computed as sum max(p, q)", scope="acceptance_closed_forms"
     ),
     mutant(
         "total-variation-without-half", THEORY,
         "total_variation=0.5 * mx.abs(p - q).sum(axis=-1)",
         "total_variation=mx.abs(p - q).sum(axis=-1)",
-        "total variation reported as the L1 distance",
+        "total variation reported as the L1 distance", scope="acceptance_closed_forms"
     ),
     mutant(
         "greedy-acceptance-reads-p", THEORY,
         "return mx.take_along_axis(q, winner, axis=-1)[..., 0]",
         "return mx.take_along_axis(p, winner, axis=-1)[..., 0]",
         "greedy-argmax acceptance as p(argmax p) instead of q(argmax p)",
+        scope="acceptance_probability",
     ),
     mutant(
         "sampler-match-probability-is-sum-min", THEORY,
         "    return forms.sum_prod\n",
         "    return forms.sum_min\n",
-        "sampler-match credited with the stochastic ceiling",
+        "sampler-match credited with the stochastic ceiling", scope="acceptance_probability"
     ),
     mutant(
         "expected-tokens-sum-not-product", THEORY,
         "survival *= _probability(f\"alphas[{position}]\", alpha)",
         "survival = _probability(f\"alphas[{position}]\", alpha)",
         "expected tokens as 1 + sum(alpha) instead of the products of the accepted prefix",
+        scope="expected_tokens_per_round",
     ),
     mutant(
         "speedup-charges-bonus-draft", THEORY,
         "cost = k * c + verify_cost",
         "cost = (k + 1) * c + verify_cost",
-        "speedup charges the drafter k + 1 forwards per round",
+        "speedup charges the drafter k + 1 forwards per round", scope="expected_speedup"
     ),
     # --- uniforms ----------------------------------------------------------------------
     mutant(
@@ -741,12 +806,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "(SLOTS * position + slot)",
         "(position + slot)",
         "(position, slot) hashed as position + slot: neighbouring positions reuse uniforms",
+        scope="_position_word",
     ),
     mutant(
         "uniform-half-range", RANDOMNESS,
         "return (word >> (64 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "23 random bits over a 24-bit denominator: every uniform lies in [0, 0.5)",
+        scope="_word_to_uniform",
     ),
     Mutant(
         "round-keys-by-absolute-position", RANDOMNESS,
@@ -758,6 +825,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         "accept tests and drafts keyed by absolute position, the keying this reference shipped: "
         "block verification's next round re-reads uniforms its kept length conditioned on",
+        scope="round_keys",
     ),
     mutant(
         "draft-reads-accept-slot", RANDOMNESS,
@@ -771,50 +839,55 @@ MUTANTS: tuple[Mutant, ...] = (
         "return mx.where(valid, mx.where(valid, value, 0).astype(mx.int32), NO_TOKEN)",
         "return value.astype(mx.int32)",
         "history ids used as given: -1 counts as id V - 1, and an id past V makes the "
-        "penalties' scatter write outside the row",
+        "penalties' scatter write outside the row", scope="token_history"
     ),
     mutant(
         "history-placeholder-counted", SAMPLING,
         ".at[mx.maximum(recent, 0)].add(is_token)",
         ".at[mx.maximum(recent, 0)].add(1.0)",
         "a history id outside the vocabulary counted by the penalties as id 0",
+        scope="_apply_repetition_penalties",
     ),
     mutant(
         "dry-placeholder-not-a-breaker", SAMPLING,
         ".any(axis=1), window < 0)",
         ".any(axis=1), window < -1)",
         "DRY matches across a history id outside the vocabulary as if it were a token",
+        scope="_dry_penalty",
     ),
     mutant(
         "draft-ids-unclamped", VALIDATION,
         "return DraftIds(mx.where(valid, value, 0).astype(mx.int32), valid)",
         "return DraftIds(value.astype(mx.int32), valid)",
         "a placeholder id gathered as given: the read past the row segfaults the process",
+        scope="draft_ids",
     ),
     mutant(
         "draft-ids-narrowed-first", VALIDATION,
         "wide = ids.astype(mx.int64)",
         "wide = ids.astype(mx.int32)",
         "ids narrowed to int32 before the range test: int64 2**32 wraps to id 0 and is kept",
+        scope="in_vocabulary",
     ),
     mutant(
         "placeholder-accepted", ACCEPTANCE,
         "return mx.logical_and(ids.valid, mx.logical_and(p_t > 0, u * q_t <= p_t))",
         "return mx.logical_and(p_t > 0, u * q_t <= p_t)",
         "a placeholder tested as the id it is gathered at: padding accepted as token 0",
+        scope="_accepts",
     ),
     mutant(
         "placeholder-draws-residual", ACCEPTANCE,
         "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
         "return residual_distribution(p, q)",
         "a placeholder's replacement drawn from relu(p - q) as for a rejected draft: the "
-        "output law is biased, since nothing was drawn from q there",
+        "output law is biased, since nothing was drawn from q there", scope="_replacement_rows"
     ),
     mutant(
         "greedy-placeholder-accepted", ACCEPTANCE,
         "return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)",
         "return Verdict(emitted == ids.clamped, emitted)",
-        "greedy-argmax keeps a placeholder whose clamped id is the argmax",
+        "greedy-argmax keeps a placeholder whose clamped id is the argmax", scope="_verify"
     ),
     mutant(
         "joint-placeholder-read-as-excluded", JOINT,
@@ -823,20 +896,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "    keep_probability = mx.where(lengths <= num_real, keep_probability, 0.0)\n",
         "block verification treats a placeholder as a draft with p = 0: the last real prefix "
         "is tested by h_m = Z_m / (Z_m + 1 - w_m) against a q never sampled, not by w_m",
+        scope="verify_blockwise",
     ),
     mutant(
         "joint-placeholder-draws-residual", JOINT,
         "    rows = mx.where((mx.arange(k + 1) == num_real)[:, None], target_probs, rows)\n",
         "",
         "after the last real draft the next token is drawn from the residual against the "
-        "placeholder's q, not from the target's own row",
+        "placeholder's q, not from the target's own row", scope="verify_blockwise"
     ),
     mutant(
         "fused-placeholder-accepted", FUSED,
         "accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)\n    elif",
         "accepted = candidates[:k] == ids.clamped\n    elif",
         "the fast path keeps a greedy placeholder whose clamped id is the argmax",
-        vectors=False,
+        vectors=False, scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-placeholder-draws-residual", FUSED,
@@ -845,19 +919,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "                               target_probs[:k])",
         "replacement = residual_distribution(target_probs[:k], draft_probs)",
         "the fast path draws a placeholder's replacement from the residual",
-        vectors=False,
+        vectors=False, scope="fused_verify_tokenwise"
     ),
     mutant(
         "uniform-accepts-one", VALIDATION,
         "if not (math.isfinite(value) and 0.0 <= value < 1.0):",
         "if not (math.isfinite(value) and 0.0 <= value <= 1.0):",
-        "u = 1 accepted: the draw falls through every prefix sum",
+        "u = 1 accepted: the draw falls through every prefix sum", scope="uniform"
     ),
     mutant(
         "probabilities-accept-half-precision", VALIDATION,
         "if array.dtype != mx.float32:",
         "if array.dtype not in (mx.float32, mx.float16, mx.bfloat16):",
         "half-precision probabilities accepted: small ratios underflow to certain accepts",
+        scope="require_probabilities",
     ),
     # --- choices a port written from spec/ once got past the vectors ------------------------
     mutant(
@@ -865,6 +940,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if array.dtype != mx.float32:",
         "if array.dtype not in (mx.float32, mx.float64):",
         "float64 probabilities accepted: the rules run at a precision nothing specifies",
+        scope="require_probabilities",
     ),
     mutant(
         "draw-divides-by-total", SAMPLING,
@@ -872,19 +948,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "eligible = mx.logical_and(partial_sums / partial_sums[..., -1:] > u[..., None], "
         "positive)",
         "S_i / S > u instead of S_i > u * S: other float32 breakpoints on grid uniforms",
+        scope="sample_from_distribution",
     ),
     mutant(
         "joint-zero-residual-keeps-nothing", JOINT,
         "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 1.0)",
         "inner = mx.where(denominator > 0, z / mx.where(denominator > 0, denominator, 1.0), 0.0)",
         "h_i = 0 instead of 1 where Z_i = 0 and w_i = 1: a prefix is dropped when the next "
-        "draft is excluded",
+        "draft is excluded", scope="verify_blockwise"
     ),
     mutant(
         "joint-q-zero-reset-is-one", JOINT,
         "reset = mx.abs(log_ratio).sum() + 1.0",
         "reset = mx.array(1.0)",
         "a q = 0 draft adds log ratio 1, not more than any deficit: w does not return to 1",
+        scope="_prefix_weights",
     ),
     mutant(
         "joint-log-of-ratio", JOINT,
@@ -893,6 +971,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "mx.log(mx.where(finite, p_drafted, 1.0)\n"
         "                                / mx.where(finite, q_drafted, 1.0))",
         "log(p / q) instead of log p - log q: p / q overflows for a subnormal q and w turns NaN",
+        scope="_prefix_weights",
     ),
     # --- the shell ---------------------------------------------------------------------
     mutant(
@@ -904,7 +983,7 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(
             "tests/test_generator_sampling.py::"
             "test_sampler_match_replays_target_only_sampling",
-        ),
+        ), scope="SpeculativeGenerator._target_rows"
     ),
     mutant(
         "shell-q-is-unfiltered", GENERATOR,
@@ -915,7 +994,7 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(
             "tests/test_conformance.py::"
             "test_the_generator_passes_every_check_replay_included",
-        ),
+        ), scope="SpeculativeGenerator._round"
     ),
     # --- tree verification -------------------------------------------------------------
     mutant(
@@ -923,12 +1002,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "if scheme is TreeScheme.IID or j == 0:",
         "if scheme is not TreeScheme.DETERMINISTIC or j == 0:",
         "drafts without replacement verified with SpecInfer's rule: q not renormalised",
+        scope="_proposal",
     ),
     mutant(
         "tree-candidates-verified-as-drawn", TREE,
         "    if scheme is TreeScheme.DETERMINISTIC:\n        return (mx.arange",
         "    if scheme is TreeScheme.DETERMINISTIC and False:\n        return (mx.arange",
         "deterministic candidates tested against a law (p/q) instead of their one-hot proposal",
+        scope="_proposal",
     ),
     mutant(
         "tree-final-draw-reuses-accept-coin", TREE,
@@ -936,12 +1017,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "row_uniforms = mx.stack([accept_u[kids[-1]] if kids else sample_u[d]\n"
         "                             for kids, d in zip(shape.children, shape.depths)])",
         "SGLang PR #7207: the next token drawn with the last rejected sibling's accept coin",
+        scope="verify_tree",
     ),
     mutant(
         "tree-zero-mass-accepted-at-coin-zero", TREE,
         "accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)",
         "accepted = accept_u[child] * q_x <= r_x",
         "SGLang #35771: a draft the residual excludes passes its test at coin 0",
+        scope="verify_tree",
     ),
     mutant(
         "tree-rejection-keeps-p", TREE,
@@ -950,36 +1033,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "            r = mx.where(mass > 0, r, r)\n"
         "        chosen_rows.append(chosen)",
         "a rejected sibling leaves the target's law unchanged: later siblings and the draw read p",
+        scope="verify_tree",
     ),
     mutant(
         "tree-last-passing-sibling-wins", TREE,
         "chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)",
         "chosen = mx.where(accepted, child, chosen)",
-        "the walk descends into the last sibling that passes, not the first",
+        "the walk descends into the last sibling that passes, not the first", scope="verify_tree"
     ),
     mutant(
         "tree-duplicate-siblings-allowed", TREE,
         "distinct_siblings=scheme is not TreeScheme.IID)",
         "distinct_siblings=scheme is TreeScheme.DETERMINISTIC)",
         "repeated siblings accepted without replacement: the repeat's q_j(x) = 0 always passes",
+        scope="verify_tree",
     ),
     mutant(
         "ceiling-ignores-the-draft-count", TREE,
         "return (p_prefix + 1.0 - q_prefix**num_drafts).min()",
         "return (p_prefix + 1.0 - q_prefix).min()",
         "the multi-draft ceiling computed as the single-draft sum min(p, q), whatever n",
+        scope="multi_draft_ceiling",
     ),
     mutant(
         "ceiling-sorted-descending", TREE,
         "order = mx.argsort(ratio)",
         "order = mx.argsort(-ratio)",
         "the ceiling's prefixes taken in decreasing p/q: a minimum over the wrong sets",
+        scope="multi_draft_ceiling",
     ),
     mutant(
         "iid-acceptance-keeps-p", TREE,
         "        miss = miss * (1.0 - mx.minimum(r, q).sum())\n        excess",
         "        miss = miss * (1.0 - mx.minimum(p, q).sum())\n        excess",
         "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
+        scope="iid_siblings_acceptance",
     ),
     # --- the conformance kit -----------------------------------------------------------
     mutant(
@@ -993,6 +1081,6 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(
             "tests/test_conformance.py::"
             "test_each_broken_engine_is_caught_within_its_stated_rounds",
-        ),
+        ), scope="_read_uniforms"
     ),
 )

@@ -6,8 +6,9 @@ repository, and the test-and-proof suite (the very files CI's pytest step runs,
 doctests included) runs against that copy with ``-x``. A mutant is killed when
 some test fails; a mutant that survives the whole suite fails the gate, which
 names it. Before anything runs, every mutant's original text must occur exactly
-once in its file, so that a catalogue outgrown by the code fails loudly instead
-of mutating nothing.
+once in the function it names (`anchoring.py`: matched as Python tokens, so a
+formatter cannot strand it), so that a catalogue outgrown by the code fails
+loudly instead of mutating nothing.
 
 Two scores are reported:
 
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import anchoring
 import check
 import mutants as default_catalogue
 from mutants import Mutant
@@ -118,13 +120,12 @@ def mutated_text(mutant: Mutant, source: str) -> str:
     """`source` with the mutant's edits applied; raises ValueError on a stale edit."""
     text = source
     for original, replacement in mutant.edits:
-        count = text.count(original)
-        if count != 1:
-            where = "is gone from" if count == 0 else f"occurs {count} times in"
-            raise ValueError(f"its original text {where} {mutant.path}: {original!r}")
         if original == replacement:
             raise ValueError("an edit replaces its text with itself")
-        text = text.replace(original, replacement, 1)
+        try:
+            text = anchoring.apply_edit(text, mutant.scope, original, replacement)
+        except ValueError as error:
+            raise ValueError(f"{mutant.path}: {error}") from None
     return text
 
 
@@ -143,11 +144,21 @@ def catalogue_problems(mutants: Sequence[Mutant], root: Path) -> list[str]:
         if not file.is_file():
             problems.append(f"{name}: {path} does not exist")
             continue
+        source = file.read_text("utf-8")
         try:
-            text = mutated_text(mutant, file.read_text("utf-8"))
+            text = mutated_text(mutant, source)
             compile(text, path, "exec")
         except (ValueError, SyntaxError) as error:
             problems.append(f"{name}: {error}")
+            continue
+        if mutant.scope == anchoring.MODULE_SCOPE:
+            # An edit inside a function must name it: module-wide anchoring is what lets a
+            # moved or duplicated function go unnoticed.
+            for original, _ in mutant.edits:
+                start, _end = anchoring.locate(source, anchoring.MODULE_SCOPE, original)
+                inside = anchoring.enclosing_scope(source, start)
+                if inside != anchoring.MODULE_SCOPE:
+                    problems.append(f"{name}: its edit lies in {inside}; name it as scope=")
     return problems
 
 

@@ -24,11 +24,12 @@ HEADER = "from mutants import Mutant, mutant\n\nREWIND = 'impl/specaccept/core/r
 # rewords an error message past the part the rewind tests match, so that file cannot see it.
 KILLED = (
     "mutant('planted-killed', REWIND, 'draft_trim=n - a - 1, draft_backfill=False',"
-    " 'draft_trim=n - a, draft_backfill=False', 'drafter one entry short')"
+    " 'draft_trim=n - a, draft_backfill=False', 'drafter one entry short',"
+    " scope='rewind_trim')"
 )
 SURVIVOR = (
     "mutant('planted-survivor', REWIND, 'must be >= 1, got {n}', 'must be >= 1; got {n}',"
-    " 'a reworded error message')"
+    " 'a reworded error message', scope='rewind_trim')"
 )
 
 
@@ -64,9 +65,10 @@ def test_a_mutant_whose_original_text_is_gone_fails_before_anything_runs(tmp_pat
                  " 'text the file holds more than once')")
     result = run_gate(tmp_path, [KILLED, stale, ambiguous], "--no-vectors")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "planted-stale: its original text is gone from impl/specaccept/core/rewind.py" in (
-        result.stderr)
-    assert "planted-ambiguous: its original text occurs" in result.stderr
+    assert ("planted-stale: impl/specaccept/core/rewind.py: its original text is gone from"
+            " <module>") in result.stderr
+    assert ("planted-ambiguous: impl/specaccept/core/rewind.py: its original text occurs"
+            in result.stderr)
     assert "[suite]" not in result.stdout  # nothing ran
 
 
