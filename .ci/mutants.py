@@ -686,42 +686,42 @@ MUTANTS: tuple[Mutant, ...] = (
         "eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive",
         "eligible = (partial_sums >= u[..., None] * partial_sums[..., -1:]) & positive",
         "the fast path's draw with `>=`: it no longer emits the reference's token on a breakpoint",
-        vectors=False, scope="draw_from_distribution"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_from_distribution"
     ),
     mutant(
         "fused-first-eligible-inclusive", FUSED,
         "eligible = (partial_sums > threshold) & positive",
         "eligible = (partial_sums >= threshold) & positive",
         "the uncompiled fast path's draw with `>=`: it leaves the reference at a breakpoint",
-        vectors=False, scope="draw_by_first_eligible"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-first-eligible-first-positive", FUSED,
         "last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)",
         "last_positive = mx.argmax(positive, axis=-1)",
         "the uncompiled draw falls back to the first positive id, not the last",
-        vectors=False, scope="draw_by_first_eligible"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-greedy-argmin", FUSED,
         "return mx.argmax(probs, axis=-1).astype(mx.int32)",
         "return mx.argmin(probs, axis=-1).astype(mx.int32)",
         "the greedy fast draw reads the one-hot law's argmin",
-        vectors=False, scope="_greedy_or.argmax_of_one_hot"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="_greedy_or.argmax_of_one_hot"
     ),
     mutant(
         "fused-resample-from-p", FUSED,
         "residual_distribution(target_probs[:k], draft_probs),",
         "target_probs[:k],",
         "the fast path resamples from p instead of the residual",
-        vectors=False, scope="fused_verify_tokenwise"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-bonus-row-off-by-one", FUSED,
         "rows = mx.concatenate([replacement, target_probs[k:]])",
         "rows = mx.concatenate([replacement, target_probs[k - 1 : k]])",
         "the fast path draws the bonus from row k - 1",
-        vectors=False, scope="fused_verify_tokenwise"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-sum-of-accepted", FUSED,
@@ -730,7 +730,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    num_accepted = accepted.astype(mx.int32).sum().astype(mx.int32)\n"
         "    return num_accepted, candidates[num_accepted]",
         "the fast path counts every accepted draft, not the accepted prefix",
-        vectors=False, scope="fused_verify_tokenwise"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
     ),
     # --- rewind ------------------------------------------------------------------------
     mutant(
@@ -910,7 +910,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "accepted = mx.logical_and(ids.valid, candidates[:k] == ids.clamped)\n    elif",
         "accepted = candidates[:k] == ids.clamped\n    elif",
         "the fast path keeps a greedy placeholder whose clamped id is the argmax",
-        vectors=False, scope="fused_verify_tokenwise"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-placeholder-draws-residual", FUSED,
@@ -919,7 +919,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                               target_probs[:k])",
         "replacement = residual_distribution(target_probs[:k], draft_probs)",
         "the fast path draws a placeholder's replacement from the residual",
-        vectors=False, scope="fused_verify_tokenwise"
+        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
     ),
     mutant(
         "uniform-accepts-one", VALIDATION,
