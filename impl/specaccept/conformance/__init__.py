@@ -6,7 +6,7 @@ reads only the core; the shell's `specaccept.shell.conformance` writes traces, o
 library's generator and of mlx-lm's.
 """
 
-from specaccept.conformance.bugs import BUG_CLASSES, BugClass
+from specaccept.conformance.bugs import BUG_CLASSES, BugClass, Outcome
 from specaccept.conformance.checks import DEFAULT_ALPHA, check_trace
 from specaccept.conformance.report import CheckResult, ConformanceReport, Power, Verdict
 from specaccept.conformance.trace import (
@@ -28,6 +28,7 @@ __all__ = [
     "BugClass",
     "CheckResult",
     "ConformanceReport",
+    "Outcome",
     "Power",
     "Round",
     "Trace",
