@@ -1,5 +1,4 @@
-"""The acceptance check: accepted drafts against the claimed rule's closed form, as one z-score.
-"""
+"""The acceptance check: accepted drafts against the claimed rule's closed form, as one z-score."""
 
 from __future__ import annotations
 

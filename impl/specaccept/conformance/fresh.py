@@ -1,5 +1,4 @@
-"""The fresh-randomness check: no uniform a round read is read again by a later round.
-"""
+"""The fresh-randomness check: no uniform a round read is read again by a later round."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The law check: the emitted tokens against the target's p, by a randomised PIT and chi-square.
-"""
+"""The law check: the emitted tokens against the target's p, by a randomised PIT and chi-square."""
 
 from __future__ import annotations
 

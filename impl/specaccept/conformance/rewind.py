@@ -1,5 +1,4 @@
-"""The rewind check: the cache offsets every round against Lemma 7's invariant.
-"""
+"""The rewind check: the cache offsets every round against Lemma 7's invariant."""
 
 from __future__ import annotations
 

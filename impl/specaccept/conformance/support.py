@@ -1,5 +1,4 @@
-"""The support check: every emitted token is one the spec could have emitted.
-"""
+"""The support check: every emitted token is one the spec could have emitted."""
 
 from __future__ import annotations
 
