@@ -46,7 +46,7 @@ DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
-CONFORMANCE_CHECKS = "impl/specaccept/shell/conformance/checks.py"
+CONFORMANCE_FRESH = "impl/specaccept/conformance/fresh.py"
 
 
 @dataclass(frozen=True)
@@ -1071,7 +1071,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- the conformance kit -----------------------------------------------------------
     mutant(
-        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_CHECKS,
+        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_FRESH,
         "cells = [(i, 0) for i in range(k)] + [(kept, 1)]",
         "cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]",
         "block verification's tests counted as read only up to its kept length, as if it "

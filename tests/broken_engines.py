@@ -224,7 +224,7 @@ def _settings(config: SamplerConfig) -> str:
 def _main() -> None:
     import tempfile
 
-    from specaccept.shell.conformance import check_trace, read_trace
+    from specaccept.conformance import Verdict, check_trace, read_trace
 
     pair = load_pair()
     def check(text: str) -> Any:
@@ -247,7 +247,8 @@ def _main() -> None:
     for case in BUGS:
         report = check(run_engine(case, case.rounds, pair=pair,
                                   record_uniforms=case.records_uniforms))
-        failed = [f"{c.name} ({c.statistic})" for c in report.checks if c.verdict == "fail"]
+        failed = [f"{c.name} ({c.statistic})" for c in report.checks
+                  if c.verdict is Verdict.FAIL]
         correct = check(run_engine(None, case.rounds, pair=pair, config=case.config,
                                    rule=case.rule, record_uniforms=case.records_uniforms))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
@@ -263,8 +264,8 @@ def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
     import dataclasses
     import tempfile
 
-    from specaccept.shell.conformance import read_trace
-    from specaccept.shell.conformance.checks import DEFAULT_ALPHA, check_fresh
+    from specaccept.conformance import DEFAULT_ALPHA, Verdict, read_trace
+    from specaccept.conformance.fresh import check_fresh
 
     case = next(c for c in BUGS if c.bug == "position-keyed-uniforms")
     seeds, rounds = 200, 14
@@ -283,7 +284,7 @@ def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
         caught_by.append(next(
             (r for r in range(1, rounds + 1) if check_fresh(
                 dataclasses.replace(trace, rounds=trace.rounds[:r]), DEFAULT_ALPHA
-            ).verdict == "fail"), rounds + 1))
+            ).verdict is Verdict.FAIL), rounds + 1))
     print("| rounds | " + " | ".join(str(r) for r in range(1, rounds + 1)) + " |")
     print("|---" * (rounds + 1) + "|")
     print("| caught | " + " | ".join(

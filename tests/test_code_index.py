@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import specaccept
-import specaccept.shell.conformance as conformance
+import specaccept.conformance as conformance
+import specaccept.shell.conformance as tracers
 from specaccept.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +74,9 @@ def test_the_api_groups_hold_every_exported_name_once() -> None:
         "a name of specaccept.__all__ is defined outside specaccept.core and specaccept.shell"
     )
     kit = {n for n, _ in code_index.group_members("conformance")}
-    assert kit == {f"specaccept.shell.conformance.{name}" for name in conformance.__all__}
+    assert kit == {f"specaccept.conformance.{name}" for name in conformance.__all__}
+    tracing = {n for n, _ in code_index.group_members("tracers")}
+    assert tracing == {f"specaccept.shell.conformance.{name}" for name in tracers.__all__}
 
 
 def test_every_api_group_directive_documents_its_members() -> None:
@@ -93,7 +96,7 @@ def test_the_api_page_uses_every_group_and_the_home_page_the_module_table() -> N
 def test_the_module_table_lists_every_module() -> None:
     listed = {where for _, where, _ in code_index.module_rows()}
     package = ROOT / "impl" / "specaccept"
-    for folder in ("core", "shell", "shell/conformance", "cli"):
+    for folder in ("core", "conformance", "shell", "shell/conformance", "cli"):
         for module in (package / folder).glob("[!_]*.py"):
             assert str(module.relative_to(ROOT)) in listed
     assert all(summary for _, _, summary in code_index.module_rows()), "a module lacks a docstring"
@@ -105,8 +108,9 @@ def test_the_readme_layout_names_every_module() -> None:
             for line in (ROOT / "README.md").read_text("utf-8").splitlines()
             if line.startswith("| `impl/specaccept/")}
     package = ROOT / "impl" / "specaccept"
-    for folder in ("core", "shell", "cli"):
-        row = rows[f"impl/specaccept/{folder}/"]
+    for folder, row_folder in (("core", "core"), ("conformance", "conformance"),
+                               ("shell", "shell"), ("shell/conformance", "shell"), ("cli", "cli")):
+        row = rows[f"impl/specaccept/{row_folder}/"]
         for module in sorted((package / folder).glob("[!_]*.py")):
             assert f"`{module.stem}`" in row, f"README's layout omits {folder}/{module.name}"
 

@@ -20,7 +20,8 @@ pytest.importorskip("mlx_lm")
 
 from broken_engines import BUGS, EngineCase, run_engine
 from specaccept import AcceptanceRule, SamplerConfig, SpeculativeGenerator, load_pair
-from specaccept.shell.conformance import ConformanceReport, check_trace, read_trace, trace_generator
+from specaccept.conformance import ConformanceReport, Verdict, check_trace, read_trace
+from specaccept.shell.conformance import trace_generator
 from specaccept.shell.conformance.mlx_lm_adapter import trace_mlx_lm
 
 
@@ -35,7 +36,7 @@ def _check(text: str, tmp_path: Path, name: str = "trace.jsonl") -> ConformanceR
     return check_trace(read_trace(path))
 
 
-def _verdicts(report: ConformanceReport) -> dict[str, str]:
+def _verdicts(report: ConformanceReport) -> dict[str, Verdict]:
     return {check.name: check.verdict for check in report.checks}
 
 
@@ -53,7 +54,7 @@ def test_the_generator_passes_every_check_replay_included(
     trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)
     report = _check(stream.getvalue(), tmp_path)
     assert _verdicts(report) == dict.fromkeys(
-        ("replay", "fresh", "support", "acceptance", "law", "rewind"), "pass"
+        ("replay", "fresh", "support", "acceptance", "law", "rewind"), Verdict.PASS
     ), report.to_text()
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parents[1] / "spec"
@@ -79,7 +80,7 @@ def test_block_verification_stopping_at_the_first_failure_fails_the_replay(
     stream = io.StringIO()
     trace_generator(generator, pair.tokenizer.encode("ROMEO:\n"), 160, stream, seed=5)
     replay = next(c for c in _check(stream.getvalue(), tmp_path).checks if c.name == "replay")
-    assert replay.verdict == "fail", replay.detail
+    assert replay.verdict is Verdict.FAIL, replay.detail
     assert "block verification keeps" in replay.detail
 
 
@@ -108,10 +109,10 @@ def test_each_broken_engine_is_caught_within_its_stated_rounds(
     verdicts = _verdicts(report)
     assert not report.passed
     for name in case.caught_by:
-        assert verdicts[name] == "fail", report.to_text()
+        assert verdicts[name] is Verdict.FAIL, report.to_text()
     # Caught without the engine's uniforms; or, when it records them, though it decides
     # faithfully on them (the position-keyed engine: only their freshness betrays it).
-    assert verdicts["replay"] == ("pass" if case.records_uniforms else "not run")
+    assert verdicts["replay"] is (Verdict.PASS if case.records_uniforms else Verdict.NOT_RUN)
     if case.bug == "raw-logits-q":
         acceptance = next(c for c in report.checks if c.name == "acceptance")
         assert "IMPOSSIBLE" in acceptance.detail  # above the lossless ceiling
@@ -129,7 +130,7 @@ def test_replay_names_the_first_divergence_in_the_spec_terms(
     case = next(c for c in BUGS if c.bug == bug)
     report = _check(run_engine(case, 15, pair=pair, record_uniforms=True), tmp_path)
     replay = next(c for c in report.checks if c.name == "replay")
-    assert replay.verdict == "fail"
+    assert replay.verdict is Verdict.FAIL
     assert diagnosis in replay.detail and "round " in replay.detail, replay.detail
 
 
@@ -139,7 +140,7 @@ def test_block_verification_is_checked_against_its_own_closed_form(
     block = AcceptanceRule.BLOCK
     report = _check(run_engine(None, 40, pair=pair, rule=block, record_uniforms=True), tmp_path)
     assert _verdicts(report) == dict.fromkeys(
-        ("replay", "fresh", "support", "acceptance", "law", "rewind"), "pass"
+        ("replay", "fresh", "support", "acceptance", "law", "rewind"), Verdict.PASS
     ), report.to_text()
     acceptance = next(c for c in report.checks if c.name == "acceptance")
     assert "block rounds kept" in acceptance.statistic
@@ -150,7 +151,8 @@ def test_block_verification_is_checked_against_its_own_closed_form(
     wrong = EngineCase("token-level-under-block", block, SamplerConfig(), 40, ("replay",))
     report = _check(run_engine(wrong, 40, pair=pair, record_uniforms=True), tmp_path)
     replay = next(c for c in report.checks if c.name == "replay")
-    assert replay.verdict == "fail" and "longest passing prefix" in replay.detail, replay.detail
+    assert replay.verdict is Verdict.FAIL and "longest passing prefix" in replay.detail, \
+        replay.detail
 
 
 def test_the_mlx_lm_adapter_leaves_mlx_lm_unchanged(pair: Any, tmp_path: Path) -> None:
@@ -174,7 +176,8 @@ def test_the_mlx_lm_adapter_leaves_mlx_lm_unchanged(pair: Any, tmp_path: Path) -
     assert all(r.rule == AcceptanceRule.SAMPLER_MATCH for r in trace.rounds)
     report = check_trace(trace)
     verdicts = _verdicts(report)
-    assert verdicts["replay"] == "not run" and verdicts["rewind"] == "pass", report.to_text()
+    assert verdicts["replay"] is Verdict.NOT_RUN, report.to_text()
+    assert verdicts["rewind"] is Verdict.PASS, report.to_text()
 
 
 def test_conform_records_times_and_checks_an_engine_from_the_command_line(
@@ -195,7 +198,7 @@ def test_conform_records_times_and_checks_an_engine_from_the_command_line(
 def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_written_on(
     pair: Any, tmp_path: Path
 ) -> None:
-    from specaccept.shell.conformance.checks import check_fresh
+    from specaccept.conformance.fresh import check_fresh
 
     # A correct block engine whose uniforms were written with three decimals: 200 read
     # values on a grid of 1,000 points coincide about 20 times by chance alone. Bounded
@@ -211,6 +214,6 @@ def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_writt
     path.write_text("\n".join(rounded) + "\n")
     fresh = check_fresh(read_trace(path), 1e-4)
     assert "spacing 2^-10" in fresh.statistic, fresh.statistic  # 10^-3, rounded to 2^-10
-    assert fresh.verdict == "pass", fresh.statistic
+    assert fresh.verdict is Verdict.PASS, fresh.statistic
     rereads = int(fresh.statistic.split("D = ")[1].split()[0])
     assert rereads > 2  # the coincidences are there: 2**-24 spacing would have failed it

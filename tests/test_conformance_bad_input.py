@@ -13,14 +13,9 @@ import pytest
 
 from specaccept import AcceptanceRule, SamplerConfig
 from specaccept.cli import main
-from specaccept.shell.conformance import (
-    TraceError,
-    TraceWriter,
-    check_trace,
-    encode_rows,
-    read_trace,
-)
-from specaccept.shell.conformance.trace import _row_block
+from specaccept.conformance import TraceError, check_trace, read_trace
+from specaccept.conformance.trace import _row_block
+from specaccept.shell.conformance import TraceWriter, encode_rows
 
 VOCAB = 4
 P = [[0.5, 0.25, 0.125, 0.125]] * 3

@@ -20,14 +20,9 @@ from hypothesis import strategies as st
 
 from specaccept import AcceptanceRule, SamplerConfig
 from specaccept.cli import main
-from specaccept.shell.conformance import (
-    TraceError,
-    TraceWriter,
-    check_trace,
-    encode_rows,
-    read_trace,
-)
-from specaccept.shell.conformance import trace as trace_module
+from specaccept.conformance import TraceError, Verdict, check_trace, read_trace
+from specaccept.conformance import trace as trace_module
+from specaccept.shell.conformance import TraceWriter, encode_rows
 
 VOCAB = 4
 P = [[0.5, 0.25, 0.125, 0.125]] * 3
@@ -242,10 +237,10 @@ def test_rejecting_a_draft_whose_acceptance_probability_is_1_fails_support(
     # support and 3 of 200 moves no z-score past its threshold.
     report = check_trace(read_trace(_write(tmp_path, _certain_rejections(3))))
     support = next(c for c in report.checks if c.name == "support")
-    assert not report.passed and support.verdict == "fail", report.to_text()
+    assert not report.passed and support.verdict is Verdict.FAIL, report.to_text()
     assert "acceptance probability is 1" in support.detail
     # Support alone catches it: every statistical check passes this trace.
-    assert all(c.verdict != "fail" for c in report.checks if c.name != "support"), \
+    assert all(c.verdict is not Verdict.FAIL for c in report.checks if c.name != "support"), \
         report.to_text()
     control = check_trace(read_trace(_write(tmp_path, _certain_rejections(0), "ok.jsonl")))
     assert control.passed, control.to_text()

@@ -44,6 +44,9 @@ def test_the_real_tree_keeps_every_contract(tmp_path: Path) -> None:
     [
         ("core/sampling.py", "import specaccept.shell.generator", "specaccept.core.sampling"),
         ("core/theory.py", "import mlx_lm", "specaccept.core.theory"),
+        ("core/rewind.py", "import specaccept.conformance.trace", "specaccept.core.rewind"),
+        ("conformance/law.py", "import specaccept.shell.generator", "specaccept.conformance.law"),
+        ("conformance/trace.py", "import mlx_lm", "specaccept.conformance.trace"),
         ("shell/loading.py", "import specaccept.cli.options", "specaccept.shell.loading"),
         ("cli/table.py", "import specaccept.cli.bench", "specaccept.cli.table"),
         ("cli/options.py", "from mlx_lm import load", "specaccept.cli.options"),

@@ -1,14 +1,15 @@
 """Pages that list the code, written from the code at build time so they cannot go stale.
 
-``{api-group} core`` (or ``shell``, ``conformance``) documents, with autodoc, every name
-the group exports: ``core`` and ``shell`` split `specaccept.__all__` by the layer each name
-is imported from, ``conformance`` is `specaccept.shell.conformance.__all__`. Within a group
+``{api-group} core`` (or ``shell``, ``conformance``, ``tracers``) documents, with autodoc,
+every name the group exports: ``core`` and ``shell`` split `specaccept.__all__` by the layer
+each name is imported from, ``conformance`` is `specaccept.conformance.__all__` and
+``tracers`` is `specaccept.shell.conformance.__all__`. Within a group
 the classes come first, then the functions, then the constants, each alphabetical; a
 class is documented with its fields.
 
 ``{module-table}`` is the architecture table of the home page: one row per module of
-`specaccept.core`, `specaccept.shell`, `specaccept.shell.conformance` and `specaccept.cli`,
-with the first line of its docstring.
+`specaccept.core`, `specaccept.conformance`, `specaccept.shell`,
+`specaccept.shell.conformance` and `specaccept.cli`, with the first line of its docstring.
 
 Both read the sources with `ast` (for the import lines and the docstrings) and import the
 package only for autodoc. tests/test_code_index.py checks that the groups hold every
@@ -28,12 +29,13 @@ from sphinx.util.docutils import SphinxDirective
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "impl" / "specaccept"
-GROUPS = ("core", "shell", "conformance")
+GROUPS = ("core", "shell", "conformance", "tracers")
 """The API page's groups, in page order."""
 LAYERS = (
     ("specaccept.core", "functional core"),
+    ("specaccept.conformance", "conformance kit"),
     ("specaccept.shell", "shell"),
-    ("specaccept.shell.conformance", "conformance kit"),
+    ("specaccept.shell.conformance", "tracers"),
     ("specaccept.cli", "command line"),
 )
 """The packages of the architecture table, in table order, with the part each one is."""
@@ -60,9 +62,12 @@ def exported_from(init: Path) -> dict[str, str]:
 
 def group_members(group: str) -> list[tuple[str, str]]:
     """(the documented name, its defining module) of every name `group` exports."""
-    if group == "conformance":
-        names = exported_from(PACKAGE / "shell" / "conformance" / "__init__.py")
-        return [(f"specaccept.shell.conformance.{n}", m) for n, m in names.items()]
+    packages = {"conformance": "specaccept.conformance",
+                "tracers": "specaccept.shell.conformance"}
+    if group in packages:
+        package = packages[group]
+        names = exported_from(PACKAGE.parent / package.replace(".", "/") / "__init__.py")
+        return [(f"{package}.{n}", m) for n, m in names.items()]
     if group not in ("core", "shell"):
         raise ValueError(f"api-group must be one of {GROUPS}, got {group!r}")
     names = exported_from(PACKAGE / "__init__.py")
@@ -130,7 +135,7 @@ class _Generated(SphinxDirective):
 
 
 class ApiGroup(_Generated):
-    """``{api-group} core|shell|conformance``: autodoc of every name the group exports."""
+    """``{api-group} core|shell|conformance|tracers``: autodoc of every name the group exports."""
 
     required_arguments = 1
 

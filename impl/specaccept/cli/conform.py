@@ -124,7 +124,7 @@ def _record(args: argparse.Namespace) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     """Check the trace (recording it first with --record); print the report."""
-    from specaccept.shell.conformance import check_trace, read_trace
+    from specaccept.conformance import check_trace, read_trace
 
     if args.time and not args.record:
         raise ValueError("--time needs --record: it times the engine's run")

@@ -1,47 +1,12 @@
-"""The conformance kit: trace an engine's speculative decoding, check it against the spec.
+"""The conformance kit's tracers: write the trace an engine's speculative decoding leaves.
 
-`read_trace` parses a trace (``spec/trace_format.md``), `check_trace` runs the five
-checks (replay, support, acceptance, law, rewind), `trace_generator` traces this
-library's generator and `specaccept.shell.conformance.mlx_lm_adapter` traces mlx-lm's.
+`TraceWriter` writes a trace (``spec/trace_format.md``) with row blocks from
+`encode_rows`; `trace_generator` traces this library's generator and
+`specaccept.shell.conformance.mlx_lm_adapter` traces mlx-lm's. The kit that reads and
+checks a trace is `specaccept.conformance`.
 """
 
-from specaccept.shell.conformance.bugs import BUG_CLASSES, BugClass
-from specaccept.shell.conformance.checks import (
-    DEFAULT_ALPHA,
-    CheckResult,
-    ConformanceReport,
-    Power,
-    check_trace,
-)
 from specaccept.shell.conformance.record import trace_generator
-from specaccept.shell.conformance.trace import (
-    PROBABILITY_SUM_TOLERANCE,
-    TRACE_FORMAT,
-    TRACE_VERSION,
-    Round,
-    Trace,
-    TraceError,
-    TraceWriter,
-    encode_rows,
-    read_trace,
-)
+from specaccept.shell.conformance.writer import TraceWriter, encode_rows
 
-__all__ = [
-    "BUG_CLASSES",
-    "DEFAULT_ALPHA",
-    "PROBABILITY_SUM_TOLERANCE",
-    "TRACE_FORMAT",
-    "TRACE_VERSION",
-    "BugClass",
-    "CheckResult",
-    "ConformanceReport",
-    "Power",
-    "Round",
-    "Trace",
-    "TraceError",
-    "TraceWriter",
-    "check_trace",
-    "encode_rows",
-    "read_trace",
-    "trace_generator",
-]
+__all__ = ["TraceWriter", "encode_rows", "trace_generator"]

@@ -22,7 +22,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept.core.sampling import SamplerConfig
-from specaccept.shell.conformance.trace import TraceWriter, encode_rows
+from specaccept.shell.conformance.writer import TraceWriter, encode_rows
 
 __all__ = ["MLX_LM_RULE", "run_mlx_lm", "trace_mlx_lm"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from specaccept.shell.conformance.trace import TraceWriter, encode_rows
+from specaccept.shell.conformance.writer import TraceWriter, encode_rows
 from specaccept.shell.generator import RoundObservation, SpeculativeGenerator
 
 __all__ = ["trace_generator"]

@@ -2,8 +2,8 @@
 
 `read_trace` parses and validates a trace into `Trace` (rows rebuilt as float32
 probabilities), raising `TraceError` naming the line and field of the first defect;
-`TraceWriter` writes one. The format is specified in ``spec/trace_format.md`` and
-``spec/trace_format.schema.json``.
+the shell's `specaccept.shell.conformance.writer` writes one. The format is specified in
+``spec/trace_format.md`` and ``spec/trace_format.schema.json``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeGuard
+from typing import Any, TypeGuard
 
 import mlx.core as mx
 import numpy as np
@@ -30,17 +30,14 @@ __all__ = [
     "MAX_BLOCK_ENTRIES",
     "MAX_VOCAB_SIZE",
     "PROBABILITY_SUM_TOLERANCE",
+    "ROW_DTYPES",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "Round",
     "Trace",
     "TraceError",
-    "TraceWriter",
-    "encode_rows",
     "read_trace",
     "sampler_from_json",
-    "sampler_to_json",
-    "trace_size",
 ]
 
 TRACE_FORMAT = "specaccept-trace"
@@ -54,7 +51,8 @@ MAX_BLOCK_ENTRIES = 2**27
 checked before anything is allocated, so that a sparse or base64 block cannot ask for more."""
 
 _ROW_KEYS = ("probs", "logits", "probs_b64", "logits_b64", "sparse_probs")
-_DTYPES = ("float32", "float16", "bfloat16")
+ROW_DTYPES = ("float32", "float16", "bfloat16")
+"""The element types of a base64 row block (``dtype``)."""
 _ROUND_KEYS = frozenset({
     "round", "position", "rule", "draft_tokens", "emitted", "target", "draft", "num_accepted",
     "uniforms", "cache", "stopped",
@@ -132,14 +130,6 @@ class Trace:
             return len(self.prompt)
         value = self.header.get("prompt_length")
         return value if isinstance(value, int) else None
-
-
-def sampler_to_json(config: SamplerConfig) -> dict[str, Any]:
-    """A `SamplerConfig` as the trace's sampler object (fields by name)."""
-    out = dataclasses.asdict(config)
-    out["dry_sequence_breakers"] = list(config.dry_sequence_breakers)
-    out["logit_bias"] = {str(k): v for k, v in config.logit_bias.items()}
-    return out
 
 
 def sampler_from_json(value: object, line: int, name: str) -> SamplerConfig:
@@ -231,52 +221,6 @@ def _reals(values: object, line: int, name: str, length: int | None = None) -> n
         raise TraceError(line, f"{name}[{i}]", f"must be a finite number, got "
                          f"{_brief(values[i])}")
     return array
-
-
-def encode_rows(
-    rows: np.ndarray | Sequence[Sequence[float]], *, kind: str = "probs", encoding: str = "json",
-    dtype: str = "float32",
-) -> dict[str, Any]:
-    """Encode `[m, V]` rows as a trace row block.
-
-    Args:
-        rows: the rows.
-        kind: "probs" or "logits".
-        encoding: "json" (a list of numbers per row), "b64" (little-endian `dtype`
-            bytes, row-major, base64) or "sparse" (probabilities only: the nonzero
-            entries of each row, exact only because every omitted entry is zero).
-        dtype: the b64 element type, "float32", "float16" or "bfloat16".
-    """
-    array = np.asarray(rows, dtype=np.float32)
-    if kind not in ("probs", "logits"):
-        raise ValueError(f"kind must be 'probs' or 'logits', got {kind!r}")
-    if encoding == "json":
-        return {kind: array.tolist()}
-    if encoding == "b64":
-        if dtype == "float32":
-            raw = array.astype("<f4").tobytes()
-        elif dtype == "float16":
-            raw = array.astype("<f2").tobytes()
-        elif dtype == "bfloat16":
-            bits = array.astype("<f4").view("<u4")
-            # Round to nearest even, as a bfloat16 cast does.
-            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-            raw = rounded.astype("<u2").tobytes()
-        else:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
-        block: dict[str, Any] = {f"{kind}_b64": base64.b64encode(raw).decode("ascii")}
-        block["rows"] = int(array.shape[0])
-        if dtype != "float32":
-            block["dtype"] = dtype
-        return block
-    if encoding == "sparse":
-        if kind != "probs":
-            raise ValueError("the sparse encoding holds probabilities only")
-        return {"sparse_probs": [
-            {"ids": np.flatnonzero(row).tolist(), "values": row[row != 0].tolist()}
-            for row in array
-        ]}
-    raise ValueError(f"encoding must be 'json', 'b64' or 'sparse', got {encoding!r}")
 
 
 def _decode_b64(
@@ -381,8 +325,8 @@ def _row_block(
         rows = _sparse(value[key], vocab, line, where)
     else:
         dtype = value.get("dtype", "float32")
-        if not isinstance(dtype, str) or dtype not in _DTYPES:
-            raise TraceError(line, f"{name}.dtype", f"must be one of {_DTYPES}, got {dtype!r}")
+        if not isinstance(dtype, str) or dtype not in ROW_DTYPES:
+            raise TraceError(line, f"{name}.dtype", f"must be one of {ROW_DTYPES}, got {dtype!r}")
         if not _is_int(count) or count < 1:
             raise TraceError(line, f"{name}.rows", f"must be an int >= 1, got {_brief(count)}")
         if key == "probs_b64" and dtype != "float32":
@@ -721,87 +665,3 @@ def read_trace(path: str | Path) -> Trace:
     if not reader.trace.rounds:
         raise TraceError(2, "round", "the trace has a header and no round: nothing to check")
     return reader.trace
-
-
-class TraceWriter:
-    """Write a trace, one line per round, flushed so a crash leaves a valid prefix."""
-
-    def __init__(
-        self, stream: IO[str], *, vocab_size: int, engine: str = "",
-        prompt: Sequence[int] | None = None,
-        target_sampler: SamplerConfig | None = None, draft_sampler: SamplerConfig | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        header: dict[str, Any] = {"format": TRACE_FORMAT, "version": TRACE_VERSION,
-                                  "vocab_size": vocab_size}
-        if engine:
-            header["engine"] = engine
-        if prompt is not None:
-            header["prompt"] = list(prompt)
-        if target_sampler is not None:
-            header["target_sampler"] = sampler_to_json(target_sampler)
-        if draft_sampler is not None:
-            header["draft_sampler"] = sampler_to_json(draft_sampler)
-        header.update(extra or {})
-        self.stream = stream
-        self.rounds = 0
-        self.position = 0
-        self._write(header)
-
-    def _write(self, record: Mapping[str, Any]) -> None:
-        self.stream.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self.stream.flush()
-
-    def write_round(
-        self, *, rule: AcceptanceRule | str, draft_tokens: Iterable[int], emitted: Iterable[int],
-        target: Mapping[str, Any], draft: Mapping[str, Any] | None = None,
-        num_accepted: int | None = None, uniforms: Sequence[Sequence[float]] | None = None,
-        cache: Mapping[str, int] | None = None, stopped: bool = False,
-    ) -> None:
-        """Write one round; `target` and `draft` are row blocks from `encode_rows`."""
-        emitted = list(emitted)
-        record: dict[str, Any] = {
-            "round": self.rounds, "position": self.position,
-            "rule": rule.value if isinstance(rule, AcceptanceRule) else rule,
-            "draft_tokens": list(draft_tokens), "emitted": emitted, "target": dict(target),
-        }
-        if draft is not None:
-            record["draft"] = dict(draft)
-        if num_accepted is not None:
-            record["num_accepted"] = num_accepted
-        if uniforms is not None:
-            record["uniforms"] = [[float(u) for u in row] for row in uniforms]
-        if cache is not None:
-            record["cache"] = dict(cache)
-        if stopped:
-            record["stopped"] = True
-        self._write(record)
-        self.rounds += 1
-        self.position += len(emitted)
-
-
-def trace_size(
-    vocab_size: int, *, rounds: int = 1000, draft_tokens: int = 4, kind: str = "probs",
-    encoding: str = "json", dtype: str = "float32", nonzero: int | None = None,
-    rows_per_round: float | None = None,
-) -> int:
-    """Bytes of a trace of `rounds` rounds, by encoding one synthetic round and scaling.
-
-    The synthetic rows are a softmax of seeded normal logits (scale 3), so JSON numbers
-    have the length real probabilities have; `nonzero` keeps only that many tokens
-    per row (a top-k sampler's p), which is what the sparse encoding relies on.
-    `rows_per_round` overrides the default 2k + 1 rows (the k + 1 target rows and k
-    draft rows), e.g. to count only the rows that decided a token.
-    """
-    rng = np.random.default_rng(0)
-    logits = rng.normal(0.0, 3.0, size=vocab_size).astype(np.float32)
-    if nonzero is not None:
-        logits[np.argsort(logits)[:-nonzero]] = -np.inf
-    probs = np.exp(logits - logits.max())
-    probs = (probs / probs.sum()).astype(np.float32)
-    row = logits if kind == "logits" else probs
-    block = encode_rows(row[None], kind=kind, encoding=encoding, dtype=dtype)
-    row_bytes = len(json.dumps(block, separators=(",", ":")))
-    rows = 2 * draft_tokens + 1 if rows_per_round is None else rows_per_round
-    framing = 200  # the record's other fields: ids, emitted, offsets
-    return int(rounds * (rows * row_bytes + framing))

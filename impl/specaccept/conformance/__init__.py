@@ -1,0 +1,39 @@
+"""The conformance kit: read an engine's speculative-decoding trace, check it against the spec.
+
+`read_trace` parses a trace (``spec/trace_format.md``) and `check_trace` runs the six
+checks (replay, fresh, support, acceptance, law, rewind), each in its own module. The kit
+reads only the core; the shell's `specaccept.shell.conformance` writes traces, of this
+library's generator and of mlx-lm's.
+"""
+
+from specaccept.conformance.bugs import BUG_CLASSES, BugClass, Outcome
+from specaccept.conformance.checks import DEFAULT_ALPHA, check_trace
+from specaccept.conformance.report import CheckResult, ConformanceReport, Power, Verdict
+from specaccept.conformance.trace import (
+    PROBABILITY_SUM_TOLERANCE,
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    Round,
+    Trace,
+    TraceError,
+    read_trace,
+)
+
+__all__ = [
+    "BUG_CLASSES",
+    "DEFAULT_ALPHA",
+    "PROBABILITY_SUM_TOLERANCE",
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "BugClass",
+    "CheckResult",
+    "ConformanceReport",
+    "Outcome",
+    "Power",
+    "Round",
+    "Trace",
+    "TraceError",
+    "Verdict",
+    "check_trace",
+    "read_trace",
+]

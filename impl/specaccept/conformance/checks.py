@@ -1,0 +1,87 @@
+"""`check_trace`: the six conformance checks on one trace, and the power model they share.
+
+Each check has its own module (replay, fresh, support, acceptance, law, rewind) with its
+statistic, threshold, verdict and power; ``spec/trace_format.md`` defines the trace and
+``docs/conformance.md`` says why each check is built as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from specaccept.conformance.acceptance import check_acceptance
+from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes
+from specaccept.conformance.fresh import check_fresh
+from specaccept.conformance.law import check_law
+from specaccept.conformance.positions import Position, claimed_rule, decided_positions
+from specaccept.conformance.replay import check_replay, replay_power
+from specaccept.conformance.report import CheckResult, ConformanceReport
+from specaccept.conformance.rewind import check_rewind
+from specaccept.conformance.support import check_support, support_power
+from specaccept.conformance.trace import Trace
+from specaccept.core.acceptance import AcceptanceRule
+
+__all__ = ["DEFAULT_ALPHA", "check_trace"]
+
+DEFAULT_ALPHA = 1e-4
+"""The false-alarm probability of each statistical check."""
+
+
+def _bug_models(trace: Trace, positions: Sequence[Position]) -> tuple[PositionOutcomes, BonusLaws]:
+    """Per bug, per position: the tested position's Outcome (or why n/a), and a bonus law."""
+    outcomes: PositionOutcomes = {}
+    bonus: BonusLaws = {}
+    for bug in BUG_CLASSES:
+        if not bug.models_positions:
+            continue
+        outcomes[bug], bonus[bug] = [], []
+        for pos in positions:
+            rule = claimed_rule(pos.round)
+            if rule is AcceptanceRule.BLOCK:
+                outcomes[bug].append("not modelled for block verification")
+                bonus[bug].append(None)
+                continue
+            if pos.tested and pos.q is not None and rule is not None:
+                outcomes[bug].append(bug.outcome(
+                    rule, pos.p, pos.q, draft_sampler=trace.draft_sampler, p_blind=pos.p_blind,
+                ))
+                bonus[bug].append(None)
+                continue
+            outcomes[bug].append(None)
+            bonus[bug].append(bug.bonus_law(pos.p, pos.p_blind))
+    return outcomes, bonus
+
+
+def check_trace(
+    trace: Trace, *, alpha: float = DEFAULT_ALPHA,
+    progress: Callable[[str], None] | None = None,
+) -> ConformanceReport:
+    """Run the six checks on a parsed trace.
+
+    Args:
+        trace: from `read_trace`.
+        alpha: the false-alarm probability of each statistical check.
+        progress: called with each check's name as it starts.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    positions = decided_positions(trace)
+    outcomes, bonus = _bug_models(trace, positions)
+    checks: list[CheckResult] = []
+    runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
+        ("replay", lambda: check_replay(trace, replay_power(positions, outcomes, bonus))),
+        ("fresh", lambda: check_fresh(trace, alpha)),
+        ("support", lambda: check_support(positions, support_power(positions, outcomes, bonus))),
+        ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
+        ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
+        ("rewind", lambda: check_rewind(trace)),
+    )
+    for label, run in runs:
+        if progress is not None:
+            progress(label)
+        checks.append(run())
+    return ConformanceReport(
+        rounds=len(trace.rounds),
+        positions_tested=sum(1 for pos in positions if pos.tested),
+        tokens=len(positions), alpha=alpha, checks=checks, truncated=trace.truncated,
+    )

@@ -1,0 +1,135 @@
+"""The fresh-randomness check: no uniform a round read is read again by a later round."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from specaccept.conformance.bugs import POSITION_KEYED_UNIFORMS
+from specaccept.conformance.positions import claimed_rule
+from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import Round, Trace
+from specaccept.core.acceptance import AcceptanceRule
+
+__all__ = ["UNIFORM_SPACING", "check_fresh"]
+
+UNIFORM_SPACING = 2.0**-24
+"""The spec's uniforms are multiples of 2**-24: two fresh ones coincide with that probability."""
+
+
+def _read_uniforms(round_: Round) -> list[float]:
+    """The recorded uniforms the claimed rule reads: what the round's outcome depends on.
+
+    Block verification reads the test of every draft (its kept length is the longest
+    passing prefix) and one draw; stochastic the tests up to the first rejection and one
+    draw; sampler-match the target's draw at every compared position; greedy none.
+    """
+    u, rule = round_.uniforms, claimed_rule(round_)
+    if u is None or rule is None:
+        return []
+    kept, k = round_.num_accepted, round_.k
+    if rule is AcceptanceRule.BLOCK:
+        cells = [(i, 0) for i in range(k)] + [(kept, 1)]
+    elif rule is AcceptanceRule.STOCHASTIC:
+        cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]
+    elif rule in (AcceptanceRule.SAMPLER_MATCH,
+                  AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION):
+        cells = [(i, 1) for i in range(min(kept + 1, k + 1))]
+    else:
+        cells = []
+    return [float(u[i, j]) for i, j in cells if i < u.shape[0]]
+
+
+def _spacing(values: Sequence[float]) -> float:
+    """The spacing of the coarsest grid every recorded uniform lies on, at least 2**-24.
+
+    Values that all lie on a coarser grid (fewer binary digits, or decimals written
+    short) coincide more often, and the bound uses that grid instead. The reader holds
+    uniforms as float32, so a decimal is counted in float32's shortest form.
+    """
+    from fractions import Fraction
+
+    if not values:
+        return UNIFORM_SPACING
+    binary = max(Fraction(v).denominator.bit_length() - 1 for v in values)
+    decimals = max(len(np.format_float_positional(np.float32(v), unique=True, trim="-")
+                       .partition(".")[2]) for v in values)
+    # Every value lies on both grids; the coarser one is the resolution they show.
+    return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
+
+
+def _coincidence_threshold(mean_bound: float, alpha: float) -> int:
+    """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
+
+    A block trace of 1,000 rounds of k = 4 reads 5,000 uniforms, 40 rounds 200:
+
+    >>> [_coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
+    [7, 2]
+    """
+    c, tail = 1, mean_bound
+    while tail > alpha:
+        c += 1
+        tail *= mean_bound / c
+    return c
+
+
+def _position_keyed_rereads(rounds: Sequence[Round]) -> int:
+    """How many read tests a position-keyed block engine would re-read, given these rounds.
+
+    A round at n keeping tau of k drafts read tests keyed n .. n + k - 1; the next round
+    starts at n + tau + 1 and, keyed by position, reads keys n + tau + 1 .. n + k - 1 again
+    as its first k - tau - 1 tests, every one of which block verification reads.
+    """
+    total = 0
+    for this, after in itertools.pairwise(rounds):
+        if AcceptanceRule.BLOCK is claimed_rule(this) is claimed_rule(after):
+            total += max(0, min(this.k - this.num_accepted - 1, after.k))
+    return total
+
+
+def check_fresh(trace: Trace, alpha_level: float) -> CheckResult:
+    """No uniform a round read re-appears among the uniforms a later round read.
+
+    D counts the read uniforms equal to one read by an earlier round. Fresh uniforms
+    on a grid of spacing s: given everything before it, a read uniform hits one of the m
+    values earlier rounds read with probability at most m s, so with mu the sum of those
+    bounds, P(D >= c) <= E[C(D, c)] <= mu^c / c!; the check fails at the least c making
+    that bound <= alpha.
+    """
+    name = "fresh"
+    rounds = [r for r in trace.rounds if r.uniforms is not None]
+    if not rounds:
+        return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
+                           "the trace records no uniforms")
+    read = [_read_uniforms(r) for r in rounds]
+    spacing = _spacing([v for values in read for v in values])
+    earlier: dict[float, Round] = {}
+    rereads, mean_bound, first = 0, 0.0, ""
+    for round_, values in zip(rounds, read, strict=True):
+        for value in values:
+            mean_bound += len(earlier) * spacing
+            if value in earlier:
+                rereads += 1
+                first = first or (
+                    f"round {round_.index} (line {round_.line}) reads u = {value!r}, which "
+                    f"round {earlier[value].index} (line {earlier[value].line}) already read: "
+                    "a later round must read fresh uniforms (keyed by round, not by position)")
+        for value in values:
+            earlier.setdefault(value, round_)
+    critical = _coincidence_threshold(mean_bound, alpha_level)
+    expected = _position_keyed_rereads(rounds)
+    power = Power(POSITION_KEYED_UNIFORMS.id, float(expected >= critical) if any(
+        claimed_rule(r) is AcceptanceRule.BLOCK for r in rounds) else None,
+        f"deterministic given the kept lengths: {expected} re-read tests, {critical} needed"
+        if any(claimed_rule(r) is AcceptanceRule.BLOCK for r in rounds)
+        else "position keys are harmless to the token-by-token rules")
+    return CheckResult(
+        name, Verdict.FAIL if rereads >= critical else Verdict.PASS,
+        f"re-read uniforms D = {rereads} of {sum(map(len, read))} read "
+        f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
+        f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= {alpha_level:g})",
+        first if rereads >= critical else "", [power],
+    )

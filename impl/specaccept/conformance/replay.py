@@ -1,0 +1,223 @@
+"""The replay check: every decision the engine made, redone by the spec on its own uniforms.
+
+Zero tolerance: one decision that differs from the spec's on the recorded uniforms fails
+the trace, with a diagnosis naming the round, the position and, where it can, the bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from specaccept.conformance.bugs import (
+    BUG_CLASSES,
+    BonusLaws,
+    Outcome,
+    PositionOutcomes,
+    correct_outcome,
+)
+from specaccept.conformance.positions import (
+    Position,
+    claimed_rule,
+    is_full_block_round,
+    prefix_weight,
+    verify_block_round,
+)
+from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import Round, Trace
+from specaccept.core.acceptance import AcceptanceRule, verify_draft_token
+from specaccept.core.sampling import sample_from_distribution
+
+__all__ = ["check_replay", "replay_power"]
+
+
+def _scalar(array: mx.array) -> int:
+    """A 0-d integer array's value."""
+    return int(np.array(array))
+
+
+def _diagnose(
+    rule: AcceptanceRule, round_: Round, i: int, spec: tuple[bool, int], engine: tuple[bool, int]
+) -> str:
+    p = round_.target_rows[i]
+    u = round_.uniforms
+    assert u is not None
+    where = f"round {round_.index} (line {round_.line}), position {i}"
+    engine_token = engine[1]
+    if p[engine_token] == 0:
+        return (f"{where}: the engine emitted token {engine_token}, which has p = 0; "
+                f"the spec emits {spec[1]}")
+    if i == round_.k:
+        draws = [_scalar(sample_from_distribution(mx.array(row), float(u[i, 1])))
+                 for row in round_.target_rows]
+        others = [j for j, draw in enumerate(draws) if j != i and draw == engine_token]
+        hint = (f"; it equals the draw from row {others[0]}: the bonus came from the wrong row"
+                if others else "")
+        return (f"{where}: bonus token {engine_token}, but draw(p_k, u[k,1] = {u[i, 1]:.6g}) "
+                f"from row k = {i} is {spec[1]}{hint}")
+    draft = round_.draft_tokens[i]
+    q = round_.draft_rows[i] if round_.draft_rows is not None else None
+    if spec[0] != engine[0]:
+        said = ("accepts", "rejects") if spec[0] else ("rejects", "accepts")
+        if rule is AcceptanceRule.STOCHASTIC and q is not None:
+            test = (f"accept test u[i,0]·q(t) = {u[i, 0]:.6g}·{q[draft]:.6g} = "
+                    f"{float(np.float32(u[i, 0]) * q[draft]):.6g} vs p(t) = {p[draft]:.6g}")
+        elif rule is AcceptanceRule.GREEDY_ARGMAX:
+            test = f"argmax p = {int(np.argmax(p))} vs draft t = {draft}"
+        else:
+            test = (f"the target's draw draw(p, u[i,1] = {u[i, 1]:.6g}) = {spec[1]} "
+                    f"vs draft t = {draft}")
+        return f"{where}: {test}: the spec {said[0]} draft {draft}, the engine {said[1]} it"
+    # Same accept decision, different replacement.
+    if rule is AcceptanceRule.STOCHASTIC and q is not None:
+        # The most specific diagnosis first: a draw from p on the same uniform names the bug,
+        # whether or not that token also falls outside the residual's support.
+        from_p = _scalar(sample_from_distribution(mx.array(p), float(u[i, 1])))
+        if from_p == engine_token:
+            return (f"{where}: replacement {engine_token} is draw(p, u[i,1]), the spec's is "
+                    f"draw(relu(p - q), u[i,1]) = {spec[1]}: resampled from p, not the residual")
+        if p[engine_token] <= q[engine_token]:
+            return (f"{where}: replacement {engine_token} lies outside the residual's support "
+                    f"(p = {p[engine_token]:.6g} <= q = {q[engine_token]:.6g}); the spec "
+                    f"draws {spec[1]} from relu(p - q)")
+        return (f"{where}: replacement {engine_token} lies in the residual's support but is "
+                f"not its draw, draw(relu(p - q), u[i,1] = {u[i, 1]:.6g}) = {spec[1]}: the "
+                "residual is normalised or drawn differently")
+    return f"{where}: the engine emitted {engine_token}, the spec emits {spec[1]}"
+
+
+def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
+    """(decisions compared, divergences, first diagnosis) for one round."""
+    u = round_.uniforms
+    assert u is not None
+    tested = min(len(round_.emitted), round_.k)
+    spec: list[tuple[bool, int]] = []
+    if tested:
+        p = mx.array(round_.target_rows[:tested])
+        q = None
+        if rule.needs_proposal_distribution:
+            assert round_.draft_rows is not None
+            q = mx.array(round_.draft_rows[:tested])
+        verdict = verify_draft_token(
+            rule, p, q, mx.array(round_.draft_tokens[:tested]),
+            mx.array(u[:tested, 0]), mx.array(u[:tested, 1]),
+        )
+        spec += list(zip(np.array(verdict.accepted).astype(bool).tolist(),
+                         np.array(verdict.token).astype(int).tolist(), strict=True))
+    if len(round_.emitted) > round_.k:
+        row = mx.array(round_.target_rows[round_.k])
+        bonus = (mx.argmax(row) if rule is AcceptanceRule.GREEDY_ARGMAX
+                 else sample_from_distribution(row, float(u[round_.k, 1])))
+        spec.append((False, _scalar(bonus)))
+    divergences, first = 0, ""
+    for i, token in enumerate(round_.emitted):
+        engine = (i < round_.num_accepted, token)
+        expected = spec[i]
+        same = expected[0] == engine[0] and (engine[0] or expected[1] == token)
+        if i == round_.k:
+            same = expected[1] == token
+        if not same:
+            divergences += 1
+            if not first:
+                first = _diagnose(rule, round_, i, expected, engine)
+            break  # after a divergence the engine's round no longer follows the spec's
+    return len(round_.emitted), divergences, first
+
+
+def _replay_block_round(round_: Round) -> tuple[int, int, str]:
+    """Block verification: the kept length and the token after it, against the spec's."""
+    assert round_.uniforms is not None
+    verdict = verify_block_round(round_, round_.uniforms)
+    kept, token = _scalar(verdict.num_accepted), _scalar(verdict.next_token)
+    engine_token = round_.emitted[round_.num_accepted]
+    if kept == round_.num_accepted and token == engine_token:
+        return 1, 0, ""
+    where = f"round {round_.index} (line {round_.line})"
+    law = np.array(verdict.accepted_length_law).tolist()
+    if kept != round_.num_accepted:
+        return 1, 1, (f"{where}: block verification keeps the longest passing prefix, "
+                      f"tau = {kept} (P(tau = i | drafts) = {[round(x, 4) for x in law]}); "
+                      f"the engine kept {round_.num_accepted}")
+    p = round_.target_rows[kept]
+    detail = "the bonus draw from row k" if kept == round_.k else (
+        f"the draw from the weighted residual max(w_tau p - q, 0) with w_tau = "
+        f"{prefix_weight(round_, kept):.6g}")
+    zero = "; it has p = 0" if p[engine_token] <= 0 else ""
+    return 1, 1, (f"{where}: after tau = {kept} the engine emitted {engine_token}, {detail} "
+                  f"is {token}{zero}")
+
+
+def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
+    """Every decision equals the spec's on the recorded uniforms; zero tolerance."""
+    name, threshold = "replay", "0 divergent decisions"
+    rounds = [r for r in trace.rounds if r.uniforms is not None]
+    if not rounds:
+        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, "the trace records no uniforms")
+    compared, divergent, first, skipped = 0, 0, "", 0
+    for round_ in rounds:
+        rule = claimed_rule(round_)
+        if rule is AcceptanceRule.BLOCK:
+            if not is_full_block_round(round_):
+                skipped += 1
+                continue
+            n, bad, diagnosis = _replay_block_round(round_)
+            compared += n
+            divergent += bad
+            first = first or diagnosis
+            continue
+        tested = min(len(round_.emitted), round_.k)
+        if rule is None or (rule.needs_proposal_distribution and tested and (
+                round_.draft_rows is None or round_.draft_rows.shape[0] < tested)):
+            skipped += 1
+            continue
+        n, bad, diagnosis = _replay_round(rule, round_)
+        compared += n
+        divergent += bad
+        first = first or diagnosis
+    if compared == 0:
+        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                           "no round has a rule this library replays and the rows it reads")
+    detail = first or (f"{skipped} rounds not replayable (unknown rule or missing q)"
+                       if skipped else "")
+    return CheckResult(
+        name, Verdict.FAIL if divergent else Verdict.PASS,
+        f"divergent rounds = {divergent} of {len(rounds) - skipped} ({compared} decisions)",
+        threshold, detail, powers,
+    )
+
+
+def replay_power(
+    positions: Sequence[Position], outcomes: PositionOutcomes,
+    bonus: BonusLaws,
+) -> list[Power]:
+    """A lower bound: decisions on shared uniforms differ at least with the laws' TV."""
+    powers = []
+    for bug in BUG_CLASSES:
+        if bug not in outcomes:
+            continue
+        survive, notes, applicable = 1.0, set(), False
+        for pos, outcome, bonus_law in zip(positions, outcomes[bug], bonus[bug], strict=True):
+            rule = claimed_rule(pos.round)
+            if pos.round.uniforms is None or rule is None:
+                continue
+            if isinstance(outcome, str):
+                notes.add(outcome)
+                continue
+            if isinstance(outcome, Outcome) and pos.q is not None:
+                right = correct_outcome(rule, pos.p, outcome.claimed_q)
+                distance = 0.5 * float(np.abs(right.accepted - outcome.accepted).sum()
+                                       + np.abs(right.replaced - outcome.replaced).sum())
+                if bug.hidden_from_replay:
+                    distance = 0.0
+            elif isinstance(bonus_law, np.ndarray):
+                distance = 0.5 * float(np.abs(bonus_law - pos.p).sum())
+            else:
+                continue
+            applicable = True
+            survive *= 1.0 - min(1.0, distance)
+        powers.append(Power(bug.id, 1.0 - survive if applicable else None,
+                            "lower bound" if applicable else "; ".join(sorted(notes))
+                            or "no replayable position"))
+    return powers
