@@ -21,9 +21,9 @@ from specaccept.core.acceptance import (
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
 from specaccept.core.joint import JointVerdict, verify_blockwise
 from specaccept.core.rewind import RewindPlan, rewind_trim
+from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import (
     SampledToken,
-    SamplerConfig,
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,

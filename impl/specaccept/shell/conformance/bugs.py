@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 
 __all__ = [
     "BUG_CLASSES", "ROUND_LEVEL_BUGS", "BugClass", "Outcome", "bug_outcome", "correct_outcome",
