@@ -504,7 +504,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "dry-match-includes-last-breaker", DRY_FAST,
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n",
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)) + 1, n",
-        "DRY: the matched suffix may reach back onto the last breaker itself", scope="saturated_match_lengths"
+        "DRY: the matched suffix may reach back onto the last breaker itself",
+        scope="saturated_match_lengths",
     ),
     # How DRY computes its match lengths the spec leaves free ("compute them as you like"),
     # so a port has none of this code: prefix doubling, reached only by windows over 513

@@ -131,13 +131,12 @@ def test_the_fast_match_lengths_are_the_definition_s_cut_at_saturation(
     if window.shape[0] < 2:
         return
     is_breaker = sequence_breakers(window, config)
-    by_definition = match_lengths(window, is_breaker).tolist()
+    by_definition = match_lengths(window, is_breaker)
     saturation = saturation_length(config, DRY_PENALTY_CAP)
-    expected = by_definition if saturation is None else [
-        min(length, saturation) for length in by_definition
-    ]
-    got = saturated_match_lengths(window, is_breaker, config, DRY_PENALTY_CAP).tolist()
-    assert got == expected
+    expected = by_definition if saturation is None else mx.minimum(by_definition, saturation)
+    got = saturated_match_lengths(window, is_breaker, config, DRY_PENALTY_CAP)
+    assert got.dtype == expected.dtype == mx.float32
+    assert got.tolist() == expected.tolist()
 
 
 @settings(max_examples=400, deadline=None)
