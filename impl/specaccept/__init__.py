@@ -1,10 +1,10 @@
 """specaccept: speculative-decoding acceptance rules as pure, typed MLX functions.
 
 Three layers, one subpackage each: `specaccept.core` (the sampler's settings, chain and
-penalties, acceptance, rewind, theory, randomness, validation) holds every decision, with randomness entering only as
-explicit uniforms; `specaccept.shell` (the generator, model loading) is the thin
-imperative shell over it; `specaccept.cli` is the `specaccept` command. The public API
-is re-exported here.
+penalties, acceptance, rewind, theory, randomness, validation) holds every decision, with
+randomness entering only as explicit uniforms; `specaccept.shell` (the generator, model
+loading) is the thin imperative shell over it; `specaccept.cli` is the `specaccept`
+command. The public API is re-exported here.
 """
 
 from specaccept.core.acceptance import (
