@@ -31,6 +31,7 @@ from specaccept.core.dry import (
     DRY_PENALTY_CAP,
     dry_penalty,
     dry_penalty_by_definition,
+    dry_window,
     match_lengths,
     sequence_breakers,
 )
@@ -117,17 +118,12 @@ padded = st.tuples(unpadded, st.sets(st.integers(0, 150), max_size=3)).map(
 adversarial_histories = st.one_of(unpadded, padded)
 
 
-def _window(history: list[int], config: SamplerConfig) -> list[int]:
-    last_n = config.dry_penalty_last_n
-    return history if last_n == -1 else history[-last_n:]
-
-
 @settings(max_examples=300, deadline=None)
 @given(adversarial_histories, configs)
 def test_the_fast_match_lengths_are_the_definition_s_cut_at_saturation(
     history: list[int], config: SamplerConfig
 ) -> None:
-    window = mx.array(_window(history, config), dtype=mx.int32)
+    window = dry_window(mx.array(history, dtype=mx.int32), config)
     if window.shape[0] < 2:
         return
     is_breaker = sequence_breakers(window, config)
