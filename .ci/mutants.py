@@ -35,6 +35,10 @@ from dataclasses import dataclass
 from anchoring import MODULE_SCOPE
 
 SAMPLING = "impl/specaccept/core/sampling.py"
+SAMPLER_CONFIG = "impl/specaccept/core/sampler_config.py"
+PENALTIES = "impl/specaccept/core/penalties.py"
+DRY = "impl/specaccept/core/dry.py"
+DRY_FAST = "impl/specaccept/core/dry_fast.py"
 ACCEPTANCE = "impl/specaccept/core/acceptance.py"
 REWIND = "impl/specaccept/core/rewind.py"
 THEORY = "impl/specaccept/core/theory.py"
@@ -425,7 +429,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "greedy ties broken towards the highest id", scope="_one_hot_argmax"
     ),
     mutant(
-        "top-k-one-not-greedy", SAMPLING,
+        "top-k-one-not-greedy", SAMPLER_CONFIG,
         "return self.temperature == 0.0 or self.top_k == 1",
         "return self.temperature == 0.0",
         "top-k 1 treated as sampling: tied maxima share the mass and the rule is not greedy",
@@ -446,61 +450,62 @@ MUTANTS: tuple[Mutant, ...] = (
         "        logits = _apply_logit_bias(logits, config.logit_bias)\n"
         "    if config.repetition_penalty != 1.0 or config.frequency_penalty"
         " or config.presence_penalty:\n"
-        "        logits = _apply_repetition_penalties(logits, tokens, config)\n",
+        "        logits = apply_repetition_penalties(logits, tokens, config)\n",
         "    if config.repetition_penalty != 1.0 or config.frequency_penalty"
         " or config.presence_penalty:\n"
-        "        logits = _apply_repetition_penalties(logits, tokens, config)\n"
+        "        logits = apply_repetition_penalties(logits, tokens, config)\n"
         "    if config.logit_bias:\n"
         "        logits = _apply_logit_bias(logits, config.logit_bias)\n",
         "logit bias applied after the multiplicative repetition penalty",
         scope="effective_token_distribution",
     ),
     mutant(
-        "repetition-penalty-direction", SAMPLING,
+        "repetition-penalty-direction", PENALTIES,
         "logits > 0, logits / config.repetition_penalty, logits * config.repetition_penalty",
         "logits > 0, logits * config.repetition_penalty, logits / config.repetition_penalty",
         "CTRL penalty the wrong way: repeated tokens become more likely",
-        scope="_apply_repetition_penalties",
+        scope="apply_repetition_penalties",
     ),
     mutant(
-        "repetition-window-whole-history", SAMPLING,
+        "repetition-window-whole-history", PENALTIES,
         "recent = history[-config.repetition_context_size :]",
         "recent = history",
         "repetition_context_size ignored: every earlier token is penalised",
-        scope="_apply_repetition_penalties",
+        scope="apply_repetition_penalties",
     ),
     mutant(
-        "frequency-as-presence", SAMPLING,
+        "frequency-as-presence", PENALTIES,
         "- counts * config.frequency_penalty",
         "- seen.astype(mx.float32) * config.frequency_penalty",
         "frequency penalty counts a token once, however often it occurred",
-        scope="_apply_repetition_penalties",
+        scope="apply_repetition_penalties",
     ),
     mutant(
-        "repetition-penalty-unseen-too", SAMPLING,
+        "repetition-penalty-unseen-too", PENALTIES,
         "logits = mx.where(seen, penalised, logits)",
         "logits = penalised",
         "repetition penalty applied to every token, seen or not",
-        scope="_apply_repetition_penalties",
+        scope="apply_repetition_penalties",
     ),
     mutant(
-        "dry-breaker-candidate-penalised", SAMPLING,
-        "match_length = mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)",
-        "match_length = match_length.astype(mx.float32)",
+        "dry-breaker-candidate-penalised", DRY_FAST,
+        "return mx.where(is_breaker[1:], 0, match_length).astype(mx.float32)",
+        "return match_length.astype(mx.float32)",
         "DRY: a candidate that is itself a sequence breaker gets a match length (must be 0)",
-        scope="_dry_penalty",
+        scope="saturated_match_lengths",
     ),
     mutant(
-        "dry-match-crosses-breakers", SAMPLING,
+        "dry-match-crosses-breakers", DRY_FAST,
         "match_length = mx.minimum(prefix_matches[::-1][:-1], breaker_free)",
         "match_length = prefix_matches[::-1][:-1]",
-        "DRY: a matched suffix may run through a sequence breaker", scope="_dry_penalty"
+        "DRY: a matched suffix may run through a sequence breaker", scope="saturated_match_lengths"
     ),
     mutant(
-        "dry-match-includes-last-breaker", SAMPLING,
+        "dry-match-includes-last-breaker", DRY_FAST,
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)), n",
         "is_breaker.any(), mx.argmax(is_breaker[::-1].astype(mx.int32)) + 1, n",
-        "DRY: the matched suffix may reach back onto the last breaker itself", scope="_dry_penalty"
+        "DRY: the matched suffix may reach back onto the last breaker itself",
+        scope="saturated_match_lengths",
     ),
     # How DRY computes its match lengths the spec leaves free ("compute them as you like"),
     # so a port has none of this code: prefix doubling, reached only by windows over 513
@@ -510,65 +515,82 @@ MUTANTS: tuple[Mutant, ...] = (
     # expected to catch those (vectors=False); tests/test_core_dry_paths.py and
     # tests/test_dry.py do.
     mutant(
-        "dry-z-array-stops-short-of-the-end", SAMPLING,
+        "dry-z-array-stops-short-of-the-end", DRY_FAST,
         "length = mx.where((here + block <= n) & same, length + block, length)",
         "length = mx.where((here + block < n) & same, length + block, length)",
         "DRY's Z-array never extends a match through the window's last token",
         vectors=False, scope="_prefix_match_lengths"
     ),
     mutant(
-        "dry-direct-match-runs-into-padding", SAMPLING,
+        "dry-direct-match-runs-into-padding", DRY_FAST,
         "return mx.minimum(first_difference, n - mx.arange(n)).astype(mx.int32)",
         "return first_difference.astype(mx.int32)",
         "DRY's direct comparison lets a match run on into the zero padding past the window",
         vectors=False, scope="_capped_prefix_match_lengths"
     ),
     mutant(
-        "dry-direct-match-no-stop-column", SAMPLING,
+        "dry-direct-match-no-stop-column", DRY_FAST,
         "    differs = mx.concatenate([differs, mx.ones((n, 1), dtype=mx.bool_)], axis=1)\n",
         "",
         "DRY's direct comparison reads a row with no difference as a match of length 0",
         scope="_capped_prefix_match_lengths",
     ),
     mutant(
-        "dry-saturation-one-short", SAMPLING,
+        "dry-saturation-one-short", DRY_FAST,
         "return allowed + excess if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
         "return allowed + excess - 1 if allowed + excess <= _LONGEST_DIRECT_MATCH else None",
         "DRY cuts match lengths one short of saturation: the longest matches lose their cap",
-        vectors=False, scope="_dry_saturation_length"
+        vectors=False, scope="saturation_length"
     ),
     mutant(
-        "dry-sums-occurrences", SAMPLING,
+        "dry-sums-occurrences", DRY,
         ".at[candidate_tokens].maximum(match_length)",
         ".at[candidate_tokens].add(match_length)",
         "DRY: a token's match lengths summed over its occurrences instead of the longest",
-        scope="_dry_penalty",
+        scope="longest_match_penalty",
     ),
     mutant(
-        "dry-allowed-length-strict", SAMPLING,
+        "dry-allowed-length-strict", DRY,
         "return mx.where(longest >= config.dry_allowed_length, penalty, 0.0)",
         "return mx.where(longest > config.dry_allowed_length, penalty, 0.0)",
         "DRY: a match of exactly dry_allowed_length goes unpenalised",
-        scope="_dry_penalty_of_match_length",
+        scope="penalty_of_match_length",
     ),
     mutant(
-        "dry-exponent-off-by-one", SAMPLING,
+        "dry-exponent-off-by-one", DRY,
         "exponent = longest - config.dry_allowed_length",
         "exponent = longest - config.dry_allowed_length + 1",
-        "DRY penalty one power of the base too large", scope="_dry_penalty_of_match_length"
+        "DRY penalty one power of the base too large", scope="penalty_of_match_length"
     ),
     mutant(
-        "dry-window-off-by-one", SAMPLING,
+        "dry-window-off-by-one", DRY,
         "history[-config.dry_penalty_last_n :]",
         "history[-config.dry_penalty_last_n + 1 :]",
-        "DRY reads one token fewer than dry_penalty_last_n", scope="_dry_penalty"
+        "DRY reads one token fewer than dry_penalty_last_n", scope="dry_window"
     ),
     mutant(
-        "dry-uncapped", SAMPLING,
-        "    penalty = mx.minimum(penalty, _DRY_PENALTY_CAP)\n",
+        "dry-uncapped", DRY,
+        "    penalty = mx.minimum(penalty, DRY_PENALTY_CAP)\n",
         "",
         "DRY penalty overflows to inf on long repeats; a fully penalised row turns NaN",
-        scope="_dry_penalty_of_match_length",
+        scope="penalty_of_match_length",
+    ),
+    # DRY's definition, which the chain reaches only through the fast path's match lengths:
+    # no vector and no chain test runs it, so only the proof that the two agree
+    # (tests/test_dry.py) can kill these; that it does shows the proof compares something.
+    mutant(
+        "dry-definition-match-crosses-breakers", DRY,
+        "    equal = equal & ~is_breaker[suffix][None, :]\n",
+        "",
+        "DRY's definition lets a matched suffix run through a sequence breaker",
+        vectors=False, first_tests=("tests/test_dry.py",), scope="match_lengths",
+    ),
+    mutant(
+        "dry-definition-breaker-candidate-matched", DRY,
+        "return mx.where(is_breaker[1:], 0.0, lengths)",
+        "return lengths",
+        "DRY's definition gives a candidate that is itself a breaker a match length",
+        vectors=False, first_tests=("tests/test_dry.py",), scope="match_lengths",
     ),
     mutant(
         "xtc-strict-threshold", SAMPLING,
@@ -842,18 +864,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "penalties' scatter write outside the row", scope="token_history"
     ),
     mutant(
-        "history-placeholder-counted", SAMPLING,
+        "history-placeholder-counted", PENALTIES,
         ".at[mx.maximum(recent, 0)].add(is_token)",
         ".at[mx.maximum(recent, 0)].add(1.0)",
         "a history id outside the vocabulary counted by the penalties as id 0",
-        scope="_apply_repetition_penalties",
+        scope="apply_repetition_penalties",
     ),
     mutant(
-        "dry-placeholder-not-a-breaker", SAMPLING,
+        "dry-placeholder-not-a-breaker", DRY,
         ".any(axis=1), window < 0)",
         ".any(axis=1), window < -1)",
         "DRY matches across a history id outside the vocabulary as if it were a token",
-        scope="_dry_penalty",
+        scope="sequence_breakers",
     ),
     mutant(
         "draft-ids-unclamped", VALIDATION,

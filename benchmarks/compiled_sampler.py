@@ -43,7 +43,7 @@ import mlx.core as mx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "impl"))
 
-from specaccept.core.sampling import SamplerConfig  # noqa: E402
+from specaccept.core.sampler_config import SamplerConfig  # noqa: E402
 from specaccept.shell import random_pairs  # noqa: E402
 from specaccept.shell.fused import FusedSampler, compiled_per_shape  # noqa: E402
 from specaccept.shell.generator import (  # noqa: E402

@@ -4,7 +4,7 @@ Run from the repository root:
 
     python benchmarks/dry.py [--lengths 1000 2000 4000 8000] [--repeats 9]
 
-Each length times one `_dry_penalty` call (evaluated) on its two paths, and one whole
+Each length times one `dry_penalty` call (evaluated) on its two paths, and one whole
 `effective_token_distribution` call with DRY on, as medians over the repeats, on the
 default device:
 
@@ -13,7 +13,7 @@ default device:
   cost is O(n * 128);
 - prefix doubling, the fallback: dry_base 1.0001 saturates only at a length of about
   700,000, beyond the direct limit of 512, so the whole Z-array is built, O(n log^2 n);
-- the quadratic definition (tests/dry_oracle.py, the implementation shipped first).
+- the quadratic definition (`dry_penalty_by_definition`, the implementation shipped first).
 
 All of them are timed in one process, interleaved call by call, and each fast penalty is
 checked equal to the quadratic one for its setting at every length. A second table times
@@ -39,18 +39,21 @@ import mlx.core as mx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "impl"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "impl")]
 
-from dry_oracle import quadratic_dry_penalty  # noqa: E402
-from specaccept.core.sampling import (  # noqa: E402
-    _LONGEST_DIRECT_MATCH,
-    SamplerConfig,
-    _capped_prefix_match_lengths,
-    _dry_penalty,
-    _dry_saturation_length,
-    _prefix_match_lengths,
-    effective_token_distribution,
+from specaccept.core.dry import (  # noqa: E402
+    DRY_PENALTY_CAP,
+    dry_penalty,
+    dry_penalty_by_definition,
 )
+from specaccept.core.dry_fast import (  # noqa: E402
+    _LONGEST_DIRECT_MATCH,
+    _capped_prefix_match_lengths,
+    _prefix_match_lengths,
+    saturation_length,
+)
+from specaccept.core.sampler_config import SamplerConfig  # noqa: E402
+from specaccept.core.sampling import effective_token_distribution  # noqa: E402
 
 VOCAB = 67
 SATURATING = SamplerConfig(dry_multiplier=0.8, dry_base=1.75, dry_allowed_length=2,
@@ -105,7 +108,7 @@ def _cell(timing: Timing, digits: int = 1) -> str:
 def _paths_table(lengths: Sequence[int], repeats: int, quadratic_repeats: int) -> None:
     rng = np.random.default_rng(0)
     print("Milliseconds per call, medians: wall clock / CPU time. Saturation lengths: "
-          f"L* = {_dry_saturation_length(SATURATING)} for dry_base 1.75, none up to "
+          f"L* = {saturation_length(SATURATING, DRY_PENALTY_CAP)} for dry_base 1.75, none up to "
           f"{_LONGEST_DIRECT_MATCH} for dry_base 1.0001.\n")
     print("| n | direct, cut at L* = 128 | prefix doubling (dry_base 1.0001) "
           "| `effective_token_distribution` with DRY (direct) | quadratic "
@@ -115,14 +118,14 @@ def _paths_table(lengths: Sequence[int], repeats: int, quadratic_repeats: int) -
         history = _history(length, rng)
         logits = mx.array(rng.normal(size=VOCAB).astype(np.float32))
         for config in (SATURATING, NOT_SATURATING):
-            fast = _dry_penalty(history, config, VOCAB)
-            if fast.tolist() != quadratic_dry_penalty(history, config, VOCAB).tolist():
+            fast = dry_penalty(history, config, VOCAB)
+            if fast.tolist() != dry_penalty_by_definition(history, config, VOCAB).tolist():
                 raise SystemExit(f"the penalties differ at n = {length} for {config}")
         direct, doubling, chain, quadratic = _interleaved_medians([
-            (partial(_dry_penalty, history, SATURATING, VOCAB), repeats),
-            (partial(_dry_penalty, history, NOT_SATURATING, VOCAB), repeats),
+            (partial(dry_penalty, history, SATURATING, VOCAB), repeats),
+            (partial(dry_penalty, history, NOT_SATURATING, VOCAB), repeats),
             (partial(effective_token_distribution, logits, SATURATING, history), repeats),
-            (partial(quadratic_dry_penalty, history, SATURATING, VOCAB), quadratic_repeats),
+            (partial(dry_penalty_by_definition, history, SATURATING, VOCAB), quadratic_repeats),
         ])
         print(f"| {length} | {_cell(direct)} | {_cell(doubling)} | {_cell(chain)} "
               f"| {_cell(quadratic, 0)} | {quadratic[1] / direct[1]:.0f}x "

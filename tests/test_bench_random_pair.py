@@ -114,7 +114,7 @@ def test_bench_refuses_a_run_with_no_drafting_round(capsys: pytest.CaptureFixtur
 
 def test_a_self_speculative_pair_agrees_and_shares_its_weights() -> None:
     """The drafter is the target's first layers: its modules are the target's own."""
-    from specaccept.core.sampling import SamplerConfig
+    from specaccept.core.sampler_config import SamplerConfig
     from specaccept.shell.random_pairs import agreement
 
     pair = random_pair("small-self")

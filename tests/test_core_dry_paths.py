@@ -1,6 +1,6 @@
 """DRY's two ways to the match lengths: cut at the saturation length, and prefix doubling.
 
-`_dry_saturation_length` returns allowed + e, with e the smallest exponent for which the
+`dry_fast.saturation_length` returns allowed + e, with e the smallest exponent for which the
 exact multiplier * base ** e, on the float32 values of both, reaches twice the cap; DRY then
 compares match lengths only up to there. Three checks: e is that smallest exponent (an
 exhaustive search in integers); the penalty MLX computes is exactly the cap for every
@@ -21,16 +21,19 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from dry_oracle import quadratic_dry_penalty
-from specaccept.core.sampling import (
-    _LONGEST_DIRECT_MATCH,
-    SamplerConfig,
-    _capped_prefix_match_lengths,
-    _dry_penalty,
-    _dry_penalty_of_match_length,
-    _dry_saturation_length,
-    _prefix_match_lengths,
+from specaccept.core.dry import (
+    DRY_PENALTY_CAP,
+    dry_penalty,
+    dry_penalty_by_definition,
+    penalty_of_match_length,
 )
+from specaccept.core.dry_fast import (
+    _LONGEST_DIRECT_MATCH,
+    _capped_prefix_match_lengths,
+    _prefix_match_lengths,
+    saturation_length,
+)
+from specaccept.core.sampler_config import SamplerConfig
 
 CAP = Fraction(float(np.float32(1e30)))
 FLOAT32_MAX = Fraction(float(np.finfo(np.float32).max))
@@ -97,7 +100,7 @@ def test_the_saturation_length_is_allowed_plus_the_smallest_capping_exponent(
     expected = None
     if exponent is not None and config.dry_allowed_length + exponent <= _LONGEST_DIRECT_MATCH:
         expected = config.dry_allowed_length + exponent
-    assert _dry_saturation_length(config) == expected
+    assert saturation_length(config, DRY_PENALTY_CAP) == expected
 
 
 def _past_overflow(base: float) -> int:
@@ -108,7 +111,7 @@ def _past_overflow(base: float) -> int:
 def test_every_match_from_the_saturation_length_on_gets_exactly_the_cap() -> None:
     checked = 0
     for config in CONFIGS:
-        saturation = _dry_saturation_length(config)
+        saturation = saturation_length(config, DRY_PENALTY_CAP)
         if saturation is None:
             continue
         base = _exact(config.dry_base)
@@ -121,7 +124,7 @@ def test_every_match_from_the_saturation_length_on_gets_exactly_the_cap() -> Non
             mx.arange(saturation, last + 1, dtype=mx.float32),
             mx.array([2.0**k for k in range(21, 31)]),
         ])
-        got = _dry_penalty_of_match_length(lengths, config)
+        got = penalty_of_match_length(lengths, config)
         at_saturation = got[0].item()
         if base != 1:
             assert at_saturation == float(CAP), config
@@ -160,21 +163,21 @@ def _history_with_longest_match(length: int, rng: np.random.Generator) -> list[i
 def test_matches_around_the_saturation_length_get_the_definition_s_penalty(
     config: SamplerConfig,
 ) -> None:
-    saturation = _dry_saturation_length(config)
+    saturation = saturation_length(config, DRY_PENALTY_CAP)
     assert saturation is not None
     rng = np.random.default_rng(saturation)
     for length in (saturation - 1, saturation, saturation + 1):
         window = mx.array(_history_with_longest_match(length, rng), dtype=mx.int32)
-        expected = quadratic_dry_penalty(window, config, 10)
-        assert _dry_penalty(window, config, 10).tolist() == expected.tolist(), length
+        expected = dry_penalty_by_definition(window, config, 10)
+        assert dry_penalty(window, config, 10).tolist() == expected.tolist(), length
 
 
 def test_a_saturation_length_one_short_would_change_a_penalty() -> None:
     # The boundary test above can fail: one length before saturation, the penalty is not the cap.
     config = BOUNDARY_CONFIGS[0]
-    saturation = _dry_saturation_length(config)
+    saturation = saturation_length(config, DRY_PENALTY_CAP)
     assert saturation is not None
-    below = _dry_penalty_of_match_length(mx.array([saturation - 1.0]), config)
+    below = penalty_of_match_length(mx.array([saturation - 1.0]), config)
     assert (below < float(CAP)).item()
 
 

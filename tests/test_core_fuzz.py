@@ -53,7 +53,7 @@ from specaccept import (
     verify_tokenwise,
 )
 from specaccept.core.randomness import position_uniform
-from specaccept.core.sampling import (
+from specaccept.core.sampler_config import (
     ADJUSTMENT_LIMIT,
     FLOAT32_MAX,
     LOGIT_LIMIT,

@@ -1,8 +1,8 @@
 """The sampler as a distribution, against an independent NumPy reference of its documented chain.
 
-The reference below is written from the documentation of `sampling.py` (the
-chain order of `effective_token_distribution`, the DRY and XTC definitions in
-their docstrings, the field comments of `SamplerConfig`), in float64 and with
+The reference below is written from the documentation of the core's sampler modules (the
+chain order of `effective_token_distribution` in `sampling.py`, the XTC definition in its
+docstring, DRY's in `dry.py`, the field comments of `SamplerConfig`), in float64 and with
 loops rather than the implementation's vectorised formulations. It is the main
 oracle; the property tests restate single documented rules on their own.
 

@@ -1,13 +1,23 @@
-"""DRY's fast match lengths give exactly what the quadratic definition gives.
+"""The CI proof that DRY's fast path gives exactly DRY's definition, bit for bit.
 
-The oracle (`dry_oracle.quadratic_dry_penalty`) is the n x n comparison specaccept
-shipped before; hypothesis draws histories from small alphabets (so that long repeats,
-breakers inside and at the end of the suffix, and periodic runs are common) and every
-DRY setting, and the two penalties must agree bit for bit. Both ways of computing the
-match lengths are held to it: the direct comparison cut at the saturation length (short
-windows, and settings whose penalty reaches its cap within `_LONGEST_DIRECT_MATCH`) and
-prefix doubling (long windows with a base too close to 1 to saturate). The golden vectors
-replay the same function in test_golden_vectors; test_core_dry_paths checks the cut.
+`specaccept.core.dry.dry_penalty_by_definition` is DRY as the spec defines it: every
+candidate compared with the suffix at every lag, an n x n table. The chain runs
+`dry.dry_penalty`, the same function with its match lengths from `specaccept.core.dry_fast`:
+the Z-array of the reversed window, by a direct comparison cut at the saturation length
+(short windows, and settings whose penalty reaches its cap within `_LONGEST_DIRECT_MATCH`)
+or by prefix doubling (long windows with a base too close to 1 to saturate). This file is
+the proof CI runs that the substitution changes nothing:
+
+- each piece of the fast path against a definition of its own: prefix doubling and the
+  direct comparison against the textbook Z-algorithm;
+- the fast match lengths against the definition's, cut at the saturation length, and the
+  penalties against the definition's, on random histories over small alphabets (long repeats
+  and breakers in and at the end of the suffix are common) and adversarial ones (periodic,
+  constant, NO_TOKEN ids among them) under every kind of DRY setting (hypothesis);
+- long histories on both sides of the direct limit, on both paths.
+
+tests/test_core_dry_paths.py proves the saturation length exact (the cut changes no
+penalty); the golden vectors replay the chain in test_golden_vectors.
 """
 
 from __future__ import annotations
@@ -17,15 +27,23 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dry_oracle import quadratic_dry_penalty
-from specaccept.core.sampling import (
-    _LONGEST_DIRECT_MATCH,
-    SamplerConfig,
-    _capped_prefix_match_lengths,
-    _dry_penalty,
-    _dry_saturation_length,
-    _prefix_match_lengths,
+from specaccept.core.dry import (
+    DRY_PENALTY_CAP,
+    dry_penalty,
+    dry_penalty_by_definition,
+    dry_window,
+    match_lengths,
+    sequence_breakers,
 )
+from specaccept.core.dry_fast import (
+    _LONGEST_DIRECT_MATCH,
+    _capped_prefix_match_lengths,
+    _prefix_match_lengths,
+    saturated_match_lengths,
+    saturation_length,
+)
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.validation import NO_TOKEN
 
 VOCAB = 7
 
@@ -83,14 +101,48 @@ configs = st.builds(
 )
 
 
+# Adversarial histories: a period repeated (matches as long as the window), one id
+# throughout, and any of these with NO_TOKEN ids (padding the validation maps to -1: a
+# breaker) at chosen positions.
+periodic_histories = st.tuples(
+    st.lists(st.integers(0, 3), min_size=1, max_size=6), st.integers(1, 40),
+    st.lists(st.integers(0, 3), max_size=4),
+).map(lambda drawn: (drawn[0] * drawn[1] + drawn[2])[:150])
+constant_histories = st.tuples(st.integers(0, VOCAB - 1), st.integers(0, 120)).map(
+    lambda drawn: [drawn[0]] * drawn[1]
+)
+unpadded = st.one_of(histories, periodic_histories, constant_histories)
+padded = st.tuples(unpadded, st.sets(st.integers(0, 150), max_size=3)).map(
+    lambda drawn: [NO_TOKEN if i in drawn[1] else token for i, token in enumerate(drawn[0])]
+)
+adversarial_histories = st.one_of(unpadded, padded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(adversarial_histories, configs)
+def test_the_fast_match_lengths_are_the_definition_s_cut_at_saturation(
+    history: list[int], config: SamplerConfig
+) -> None:
+    window = dry_window(mx.array(history, dtype=mx.int32), config)
+    if window.shape[0] < 2:
+        return
+    is_breaker = sequence_breakers(window, config)
+    by_definition = match_lengths(window, is_breaker)
+    saturation = saturation_length(config, DRY_PENALTY_CAP)
+    expected = by_definition if saturation is None else mx.minimum(by_definition, saturation)
+    got = saturated_match_lengths(window, is_breaker, config, DRY_PENALTY_CAP)
+    assert got.dtype == expected.dtype == mx.float32
+    assert got.tolist() == expected.tolist()
+
+
 @settings(max_examples=400, deadline=None)
-@given(histories, configs)
-def test_the_z_array_penalty_equals_the_quadratic_definition(
+@given(adversarial_histories, configs)
+def test_the_fast_penalty_equals_the_definition(
     history: list[int], config: SamplerConfig
 ) -> None:
     window = mx.array(history, dtype=mx.int32)
-    fast = _dry_penalty(window, config, VOCAB)
-    slow = quadratic_dry_penalty(window, config, VOCAB)
+    fast = dry_penalty(window, config, VOCAB)
+    slow = dry_penalty_by_definition(window, config, VOCAB)
     assert fast.tolist() == slow.tolist()
 
 
@@ -104,8 +156,8 @@ def test_long_random_and_periodic_histories_agree() -> None:
         np.concatenate([np.tile([1, 2, 3], 200), [5], np.tile([1, 2, 3], 30)]),
     ):
         window = mx.array(history.tolist(), dtype=mx.int32)
-        assert (_dry_penalty(window, config, VOCAB).tolist()
-                == quadratic_dry_penalty(window, config, VOCAB).tolist())
+        assert (dry_penalty(window, config, VOCAB).tolist()
+                == dry_penalty_by_definition(window, config, VOCAB).tolist())
 
 
 # Long histories: a random lead-in past the direct limit, then a few repeated pieces, so
@@ -133,8 +185,8 @@ long_configs = st.builds(
 @given(long_histories, long_configs)
 def test_long_windows_agree_on_both_paths(history: list[int], config: SamplerConfig) -> None:
     window = mx.array(history, dtype=mx.int32)
-    assert (_dry_penalty(window, config, VOCAB).tolist()
-            == quadratic_dry_penalty(window, config, VOCAB).tolist())
+    assert (dry_penalty(window, config, VOCAB).tolist()
+            == dry_penalty_by_definition(window, config, VOCAB).tolist())
 
 
 def test_both_sides_of_the_direct_limit_agree() -> None:
@@ -145,13 +197,13 @@ def test_both_sides_of_the_direct_limit_agree() -> None:
                              dry_allowed_length=_LONGEST_DIRECT_MATCH)
     past_limit = SamplerConfig(dry_multiplier=2.0, dry_base=1.0,
                                dry_allowed_length=_LONGEST_DIRECT_MATCH + 1)
-    assert _dry_saturation_length(unsaturated) is None
-    assert _dry_saturation_length(at_limit) == _LONGEST_DIRECT_MATCH
-    assert _dry_saturation_length(past_limit) is None
+    assert saturation_length(unsaturated, DRY_PENALTY_CAP) is None
+    assert saturation_length(at_limit, DRY_PENALTY_CAP) == _LONGEST_DIRECT_MATCH
+    assert saturation_length(past_limit, DRY_PENALTY_CAP) is None
     rng = np.random.default_rng(1)
     period = rng.integers(0, VOCAB, 9).tolist()
     for n in (_LONGEST_DIRECT_MATCH + 1, _LONGEST_DIRECT_MATCH + 2, 2 * _LONGEST_DIRECT_MATCH + 9):
         window = mx.array((period * n)[:n], dtype=mx.int32)
         for config in (unsaturated, at_limit, past_limit):
-            assert (_dry_penalty(window, config, VOCAB).tolist()
-                    == quadratic_dry_penalty(window, config, VOCAB).tolist()), (n, config)
+            assert (dry_penalty(window, config, VOCAB).tolist()
+                    == dry_penalty_by_definition(window, config, VOCAB).tolist()), (n, config)

@@ -1,10 +1,10 @@
 """specaccept: speculative-decoding acceptance rules as pure, typed MLX functions.
 
-Three layers, one subpackage each: `specaccept.core` (sampling, acceptance, rewind,
-theory, randomness, validation) holds every decision, with randomness entering only as
-explicit uniforms; `specaccept.shell` (the generator, model loading) is the thin
-imperative shell over it; `specaccept.cli` is the `specaccept` command. The public API
-is re-exported here.
+Three layers, one subpackage each: `specaccept.core` (the sampler's settings, chain and
+penalties, acceptance, rewind, theory, randomness, validation) holds every decision, with
+randomness entering only as explicit uniforms; `specaccept.shell` (the generator, model
+loading) is the thin imperative shell over it; `specaccept.cli` is the `specaccept`
+command. The public API is re-exported here.
 """
 
 from specaccept.core.acceptance import (
@@ -21,9 +21,9 @@ from specaccept.core.acceptance import (
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
 from specaccept.core.joint import JointVerdict, verify_blockwise
 from specaccept.core.rewind import RewindPlan, rewind_trim
+from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import (
     SampledToken,
-    SamplerConfig,
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,

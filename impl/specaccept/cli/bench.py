@@ -45,7 +45,7 @@ from specaccept.cli.options import (
     progress_bar,
     sampler_config,
 )
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.theory import expected_tokens_per_round
 from specaccept.shell.fused import compile_status
 from specaccept.shell.generator import (

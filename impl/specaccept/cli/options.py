@@ -17,7 +17,7 @@ from typing import Any
 import mlx.core as mx
 from tqdm import tqdm
 
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 
 __all__ = [
     "DEFAULT_PROMPT",

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 
 __all__ = [
     "BUG_CLASSES",

@@ -24,7 +24,8 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.sampling import MAX_TOKEN_ID, SamplerConfig, effective_token_distribution
+from specaccept.core.sampler_config import MAX_TOKEN_ID, SamplerConfig
+from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
     "MAX_BLOCK_ENTRIES",

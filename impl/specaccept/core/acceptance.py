@@ -12,7 +12,8 @@ from typing import NamedTuple
 import mlx.core as mx
 
 from specaccept.core import validation
-from specaccept.core.sampling import SamplerConfig, sample_from_distribution
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.sampling import sample_from_distribution
 from specaccept.core.validation import Scalar
 
 __all__ = [

@@ -41,7 +41,8 @@ from specaccept.core.acceptance import (
     residual_distribution,
 )
 from specaccept.core.joint import verify_blockwise
-from specaccept.core.sampling import SamplerConfig, effective_token_distribution
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
     "ALL_MASKED",

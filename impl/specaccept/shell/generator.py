@@ -29,8 +29,8 @@ from specaccept.core.acceptance import (
 from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import SAMPLE, position_uniform, round_uniforms
 from specaccept.core.rewind import rewind_trim
+from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import (
-    SamplerConfig,
     effective_token_distribution,
     sample_from_distribution,
     sample_token_with_distribution,

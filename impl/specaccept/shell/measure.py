@@ -18,7 +18,8 @@ import mlx.core as mx
 
 from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
 from specaccept.core.joint import verify_blockwise
-from specaccept.core.sampling import SamplerConfig, effective_token_distribution
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
     "ForwardCosts", "kernels_in_graph", "mlx_lm_arms", "python_loop_seconds",

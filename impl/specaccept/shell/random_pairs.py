@@ -25,7 +25,8 @@ from typing import Any, cast
 
 import mlx.core as mx
 
-from specaccept.core.sampling import SamplerConfig, effective_token_distribution
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.sampling import effective_token_distribution
 from specaccept.shell.loading import ModelPair
 
 __all__ = ["RANDOM_PAIRS", "Agreement", "RandomPairPreset", "agreement", "random_pair"]

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from specaccept.core.acceptance import AcceptanceRule, acceptance_rule
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 
 __all__ = [
     "BLOCK_VERIFY_ENV",

@@ -21,7 +21,7 @@ from typing import IO, Any
 import mlx.core as mx
 import numpy as np
 
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 from specaccept.shell.conformance.writer import TraceWriter, encode_rows
 
 __all__ = ["MLX_LM_RULE", "run_mlx_lm", "trace_mlx_lm"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from specaccept.conformance.trace import ROW_DTYPES, TRACE_FORMAT, TRACE_VERSION
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.sampling import SamplerConfig
+from specaccept.core.sampler_config import SamplerConfig
 
 __all__ = ["TraceWriter", "encode_rows", "sampler_to_json", "trace_size"]
 
