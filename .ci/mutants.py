@@ -50,7 +50,7 @@ DRAW_LAW = "impl/specaccept/core/draw_law.py"
 FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
-CONFORMANCE_FRESH = "impl/specaccept/conformance/fresh.py"
+CONFORMANCE_POSITIONS = "impl/specaccept/conformance/positions.py"
 
 
 @dataclass(frozen=True)
@@ -1093,7 +1093,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- the conformance kit -----------------------------------------------------------
     mutant(
-        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_FRESH,
+        "fresh-reads-block-tests-to-kept-length", CONFORMANCE_POSITIONS,
         "cells = [(i, 0) for i in range(k)] + [(kept, 1)]",
         "cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]",
         "block verification's tests counted as read only up to its kept length, as if it "
@@ -1103,6 +1103,6 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(
             "tests/test_conformance.py::"
             "test_each_broken_engine_is_caught_within_its_stated_rounds",
-        ), scope="_read_uniforms"
+        ), scope="read_cells"
     ),
 )

@@ -63,7 +63,7 @@ def _edit(line: str, change: Any) -> str:
         (4, lambda r: r.update(position=7), "position", "emitted 4"),
         (2, lambda r: r.update(uniforms=[[0.5, 0.5]]), "uniforms", "[k+1, 2]"),
         (2, lambda r: r.update(emitted=[1, 2]), "emitted", "accepted drafts"),
-        (1, lambda r: r.update(version=2), "version", "must be 1"),
+        (1, lambda r: r.update(version=3), "version", "must be 1 or 2"),
         (1, lambda r: r.update(target_sampler={"temp": 1.0}), "target_sampler.temp",
          "not a SamplerConfig field"),
         (2, lambda r: r.update(cache={"target_before": "x"}), "cache.target_before", "int"),

@@ -43,7 +43,8 @@ def _bug_models(trace: Trace, positions: Sequence[Position]) -> tuple[PositionOu
                 continue
             if pos.tested and pos.q is not None and rule is not None:
                 outcomes[bug].append(bug.outcome(
-                    rule, pos.p, pos.q, draft_sampler=trace.draft_sampler, p_blind=pos.p_blind,
+                    rule, pos.p, pos.q, draft_sampler=pos.round.run.draft_sampler,
+                    p_blind=pos.p_blind,
                 ))
                 bonus[bug].append(None)
                 continue

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specaccept.conformance.bugs import POSITION_KEYED_UNIFORMS
-from specaccept.conformance.positions import claimed_rule
+from specaccept.conformance.positions import claimed_rule, read_cells
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.conformance.trace import Round, Trace
 from specaccept.core.acceptance import AcceptanceRule
@@ -21,26 +21,11 @@ UNIFORM_SPACING = 2.0**-24
 
 
 def _read_uniforms(round_: Round) -> list[float]:
-    """The recorded uniforms the claimed rule reads: what the round's outcome depends on.
-
-    Block verification reads the test of every draft (its kept length is the longest
-    passing prefix) and one draw; stochastic the tests up to the first rejection and one
-    draw; sampler-match the target's draw at every compared position; greedy none.
-    """
-    u, rule = round_.uniforms, claimed_rule(round_)
-    if u is None or rule is None:
+    """The recorded uniforms the claimed rule reads (`read_cells`), unrecorded ones left out."""
+    u = round_.uniforms
+    if u is None:
         return []
-    kept, k = round_.num_accepted, round_.k
-    if rule is AcceptanceRule.BLOCK:
-        cells = [(i, 0) for i in range(k)] + [(kept, 1)]
-    elif rule is AcceptanceRule.STOCHASTIC:
-        cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]
-    elif rule in (AcceptanceRule.SAMPLER_MATCH,
-                  AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION):
-        cells = [(i, 1) for i in range(min(kept + 1, k + 1))]
-    else:
-        cells = []
-    return [float(u[i, j]) for i, j in cells if i < u.shape[0]]
+    return [float(u[i, j]) for i, j in read_cells(round_) if not math.isnan(u[i, j])]
 
 
 def _spacing(values: Sequence[float]) -> float:

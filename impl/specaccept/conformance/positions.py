@@ -24,6 +24,7 @@ __all__ = [
     "decided_positions",
     "is_full_block_round",
     "prefix_weight",
+    "read_cells",
     "token_rule",
     "verify_block_round",
 ]
@@ -59,6 +60,28 @@ def token_rule(round_: Round) -> AcceptanceRule | None:
     return None if rule is None or rule.verifies_jointly else rule
 
 
+def read_cells(round_: Round) -> list[tuple[int, int]]:
+    """The `(position, slot)` cells of `uniforms` the claimed rule reads: what the round's
+    outcome depends on (slot 0 the accept test, slot 1 the draw).
+
+    Block verification reads the test of every draft (its kept length is the longest
+    passing prefix) and one draw; stochastic the tests up to the first rejection and one
+    draw; sampler-match the target's draw at every compared position; greedy none.
+    """
+    rule = claimed_rule(round_)
+    kept, k = round_.num_accepted, round_.k
+    if rule is AcceptanceRule.BLOCK:
+        cells = [(i, 0) for i in range(k)] + [(kept, 1)]
+    elif rule is AcceptanceRule.STOCHASTIC:
+        cells = [(i, 0) for i in range(min(kept + 1, k))] + [(kept, 1)]
+    elif rule in (AcceptanceRule.SAMPLER_MATCH,
+                  AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION):
+        cells = [(i, 1) for i in range(min(kept + 1, k + 1))]
+    else:
+        cells = []
+    return [(i, j) for i, j in cells if i < k + 1]
+
+
 def is_full_block_round(round_: Round) -> bool:
     """A block round with every row the joint decision reads, not cut short."""
     return (claimed_rule(round_) is AcceptanceRule.BLOCK and not round_.stopped and round_.k >= 1
@@ -88,12 +111,12 @@ def prefix_weight(round_: Round, kept: int) -> float:
     return weight
 
 
-def _blind_rows(trace: Trace, round_: Round, history: list[int]) -> np.ndarray | None:
+def _blind_rows(round_: Round, history: list[int]) -> np.ndarray | None:
     """Row i computed with the history as it stood before the round, drafts left out."""
-    config = trace.target_sampler
+    config = round_.run.target_sampler
     if round_.target_logits is None or config is None or not config.uses_history:
         return None
-    if trace.prompt is None:
+    if round_.run.prompt is None:
         return None
     context = mx.array(history, dtype=mx.int32)
     logits = mx.array(round_.target_logits)
@@ -103,11 +126,12 @@ def _blind_rows(trace: Trace, round_: Round, history: list[int]) -> np.ndarray |
 
 
 def decided_positions(trace: Trace) -> list[Position]:
-    """Every emitted token of the trace, in order, with the laws it was decided on."""
+    """Every emitted token of the trace, in file order, with the laws it was decided on."""
     out: list[Position] = []
-    history = list(trace.prompt or [])
+    histories = {run.id: list(run.prompt or []) for run in trace.runs.values()}
     for round_ in trace.rounds:
-        blind = _blind_rows(trace, round_, history)
+        history = histories[round_.run.id]
+        blind = _blind_rows(round_, history)
         for i, token in enumerate(round_.emitted):
             tested = i < round_.k
             q = None

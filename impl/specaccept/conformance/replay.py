@@ -1,7 +1,9 @@
 """The replay check: every decision the engine made, redone by the spec on its own uniforms.
 
 Zero tolerance: one decision that differs from the spec's on the recorded uniforms fails
-the trace, with a diagnosis naming the round, the position and, where it can, the bug.
+the trace, with a diagnosis naming the round, the position and, where it can, the bug. A
+round whose accept tests are recorded but whose draws are not (an engine drawing with its
+library's categorical) replays its accept decisions alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from specaccept.conformance.positions import (
     claimed_rule,
     is_full_block_round,
     prefix_weight,
+    read_cells,
     verify_block_round,
 )
 from specaccept.conformance.report import CheckResult, Power, Verdict
@@ -88,10 +91,20 @@ def _diagnose(
     return f"{where}: the engine emitted {engine_token}, the spec emits {spec[1]}"
 
 
-def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
-    """(decisions compared, divergences, first diagnosis) for one round."""
+def _recorded(round_: Round) -> tuple[bool, bool]:
+    """Whether every accept test, and every draw, that the claimed rule reads is recorded."""
     u = round_.uniforms
     assert u is not None
+    cells = read_cells(round_)
+    return (all(not np.isnan(u[i, 0]) for i, slot in cells if slot == 0),
+            all(not np.isnan(u[i, 1]) for i, slot in cells if slot == 1))
+
+
+def _replay_round(
+    rule: AcceptanceRule, round_: Round, u: np.ndarray, accepts_only: bool
+) -> tuple[int, int, str]:
+    """(decisions compared, divergences, first diagnosis) for one round; with `accepts_only`
+    the draws are not recorded, so only the accept decisions are compared."""
     tested = min(len(round_.emitted), round_.k)
     spec: list[tuple[bool, int]] = []
     if tested:
@@ -106,16 +119,16 @@ def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
         )
         spec += list(zip(np.array(verdict.accepted).astype(bool).tolist(),
                          np.array(verdict.token).astype(int).tolist(), strict=True))
-    if len(round_.emitted) > round_.k:
+    if len(round_.emitted) > round_.k and not accepts_only:
         row = mx.array(round_.target_rows[round_.k])
         bonus = (mx.argmax(row) if rule is AcceptanceRule.GREEDY_ARGMAX
                  else sample_from_distribution(row, float(u[round_.k, 1])))
         spec.append((False, _scalar(bonus)))
     divergences, first = 0, ""
-    for i, token in enumerate(round_.emitted):
+    for i, token in enumerate(round_.emitted[: len(spec)]):
         engine = (i < round_.num_accepted, token)
         expected = spec[i]
-        same = expected[0] == engine[0] and (engine[0] or expected[1] == token)
+        same = expected[0] == engine[0] and (engine[0] or accepts_only or expected[1] == token)
         if i == round_.k:
             same = expected[1] == token
         if not same:
@@ -123,16 +136,16 @@ def _replay_round(rule: AcceptanceRule, round_: Round) -> tuple[int, int, str]:
             if not first:
                 first = _diagnose(rule, round_, i, expected, engine)
             break  # after a divergence the engine's round no longer follows the spec's
-    return len(round_.emitted), divergences, first
+    return len(spec), divergences, first
 
 
-def _replay_block_round(round_: Round) -> tuple[int, int, str]:
-    """Block verification: the kept length and the token after it, against the spec's."""
-    assert round_.uniforms is not None
-    verdict = verify_block_round(round_, round_.uniforms)
+def _replay_block_round(round_: Round, u: np.ndarray, accepts_only: bool) -> tuple[int, int, str]:
+    """Block verification: the kept length and (unless `accepts_only`) the token after it,
+    against the spec's."""
+    verdict = verify_block_round(round_, u)
     kept, token = _scalar(verdict.num_accepted), _scalar(verdict.next_token)
     engine_token = round_.emitted[round_.num_accepted]
-    if kept == round_.num_accepted and token == engine_token:
+    if kept == round_.num_accepted and (accepts_only or token == engine_token):
         return 1, 0, ""
     where = f"round {round_.index} (line {round_.line})"
     law = np.array(verdict.accepted_length_law).tolist()
@@ -155,14 +168,23 @@ def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
     rounds = [r for r in trace.rounds if r.uniforms is not None]
     if not rounds:
         return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, "the trace records no uniforms")
-    compared, divergent, first, skipped = 0, 0, "", 0
+    compared, divergent, first, skipped, unrecorded = 0, 0, "", 0, 0
     for round_ in rounds:
         rule = claimed_rule(round_)
+        tests_recorded, draws_recorded = _recorded(round_)
+        accepts_only = not draws_recorded
+        if not tests_recorded or (accepts_only and rule not in (AcceptanceRule.STOCHASTIC,
+                                                                 AcceptanceRule.BLOCK)):
+            unrecorded += 1
+            continue
+        assert round_.uniforms is not None
+        # An unrecorded draw is read as 0 and its outcome not compared.
+        u = np.nan_to_num(round_.uniforms, nan=0.0)
         if rule is AcceptanceRule.BLOCK:
             if not is_full_block_round(round_):
                 skipped += 1
                 continue
-            n, bad, diagnosis = _replay_block_round(round_)
+            n, bad, diagnosis = _replay_block_round(round_, u, accepts_only)
             compared += n
             divergent += bad
             first = first or diagnosis
@@ -172,18 +194,22 @@ def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
                 round_.draft_rows is None or round_.draft_rows.shape[0] < tested)):
             skipped += 1
             continue
-        n, bad, diagnosis = _replay_round(rule, round_)
+        n, bad, diagnosis = _replay_round(rule, round_, u, accepts_only)
         compared += n
         divergent += bad
         first = first or diagnosis
     if compared == 0:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "no round has a rule this library replays and the rows it reads")
-    detail = first or (f"{skipped} rounds not replayable (unknown rule or missing q)"
-                       if skipped else "")
+        why = ("no round records the uniforms its rule's decisions read" if unrecorded
+               else "no round has a rule this library replays and the rows it reads")
+        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, why)
+    not_replayed = [f"{skipped} rounds not replayable (unknown rule or missing q)"] * bool(
+        skipped) + [f"{unrecorded} rounds without the uniforms their decisions read"] * bool(
+        unrecorded)
+    detail = first or "; ".join(not_replayed)
     return CheckResult(
         name, Verdict.FAIL if divergent else Verdict.PASS,
-        f"divergent rounds = {divergent} of {len(rounds) - skipped} ({compared} decisions)",
+        f"divergent rounds = {divergent} of {len(rounds) - skipped - unrecorded} "
+        f"({compared} decisions)",
         threshold, detail, powers,
     )
 
@@ -200,7 +226,8 @@ def replay_power(
         survive, notes, applicable = 1.0, set(), False
         for pos, outcome, bonus_law in zip(positions, outcomes[bug], bonus[bug], strict=True):
             rule = claimed_rule(pos.round)
-            if pos.round.uniforms is None or rule is None:
+            # A lower bound still when rounds with an unrecorded uniform are left out.
+            if pos.round.uniforms is None or rule is None or not all(_recorded(pos.round)):
                 continue
             if isinstance(outcome, str):
                 notes.add(outcome)

@@ -1,9 +1,11 @@
-"""The conformance trace: one JSON header line, then one JSON record per round.
+"""The conformance trace: one JSON header line, then one JSON record per line.
 
-`read_trace` parses and validates a trace into `Trace` (rows rebuilt as float32
-probabilities), raising `TraceError` naming the line and field of the first defect;
-the shell's `specaccept.shell.conformance.writer` writes one. The format is specified in
-``spec/trace_format.md`` and ``spec/trace_format.schema.json``.
+`read_trace` parses and validates a trace of either version into `Trace` (rows rebuilt as
+float32 probabilities), raising `TraceError` naming the line and field of the first defect.
+Version 1 holds one run, its prompt and samplers in the header; version 2 any number of
+independent runs, each opened by a run record. The format is specified in
+``spec/trace_format.md`` and ``spec/trace_format.schema.json``; the shell's
+`specaccept.shell.conformance.writer` and the standard-library ``specaccept_trace`` write it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ __all__ = [
     "ROW_DTYPES",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "TRACE_VERSIONS",
     "Round",
+    "Run",
     "Trace",
     "TraceError",
     "read_trace",
@@ -42,7 +46,10 @@ __all__ = [
 ]
 
 TRACE_FORMAT = "specaccept-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+"""The newest version, the one to write."""
+TRACE_VERSIONS = (1, 2)
+"""The versions this reader reads."""
 PROBABILITY_SUM_TOLERANCE = 1e-3
 """A probability row is accepted when its float64 sum lies within this of 1."""
 MAX_VOCAB_SIZE = MAX_TOKEN_ID + 1
@@ -58,7 +65,15 @@ _ROUND_KEYS = frozenset({
     "round", "position", "rule", "draft_tokens", "emitted", "target", "draft", "num_accepted",
     "uniforms", "cache", "stopped",
 })
+_ROUND_KEYS_V2 = _ROUND_KEYS | {"run", "extra"}
+_HEADER_KEYS_V2 = frozenset({"format", "version", "vocab_size", "engine", "extra"})
+_RUN_KEYS = frozenset({
+    "record", "run", "prompt", "prompt_length", "target_sampler", "draft_sampler", "extra",
+})
+_RUN_ID = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 _CACHE_KEYS = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
+_CACHE_KEYS_V2 = (*_CACHE_KEYS, "target_fed", "target_rewind", "draft_rewind")
+REWIND_TIMINGS = ("eager", "lazy")
 _SAMPLER_INTEGERS = frozenset({
     "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
 })
@@ -72,6 +87,22 @@ class TraceError(ValueError):
         super().__init__(f"trace line {line}, field {field_name!r}: {message}")
         self.line = line
         self.field = field_name
+
+
+@dataclass(frozen=True)
+class Run:
+    """One independent run: a version 2 run record, or the header of a version 1 trace."""
+
+    id: str
+    """The run's id (the empty string for the one run of a version 1 trace)."""
+    line: int
+    """The line that opened it (1, the header, in version 1)."""
+    prompt: list[int] | None = None
+    """The prompt's tokens, when recorded."""
+    prompt_length: int | None = None
+    """Tokens in the prompt, from ``prompt`` or ``prompt_length``; None when neither is given."""
+    target_sampler: SamplerConfig | None = None
+    draft_sampler: SamplerConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -97,13 +128,21 @@ class Round:
     draft_rows: np.ndarray | None
     """`[m', V]` float32, row i the law draft i was drawn from; None when not recorded."""
     uniforms: np.ndarray | None
-    """`[k+1, 2]` float32 in [0, 1), as `verify_tokenwise` reads them; None when not recorded."""
+    """`[k+1, 2]` float32 in [0, 1), as `verify_tokenwise` reads them; None when not recorded.
+    An entry the engine did not record (version 2's ``null``) is NaN."""
     cache: dict[str, int] | None
-    """Cache offsets (`target_before`, ...); None when not recorded."""
+    """Cache offsets (`target_before`, ..., and `target_fed`, k + 1 unless the trace says
+    otherwise); None when not recorded."""
     stopped: bool
     """True when the engine cut the round's emission (end of sequence, token budget)."""
     target_logits: np.ndarray | None = None
     """`[m, V]` float32 target logits when the trace stored logits, else None."""
+    run: Run = field(default_factory=lambda: Run("", 1))
+    """The run the round belongs to: its prompt and samplers."""
+    target_rewind: str = "eager"
+    """When the target drops rejected entries: "eager" (before the round ends) or "lazy"."""
+    draft_rewind: str = "eager"
+    """The same for the drafter."""
 
     @property
     def k(self) -> int:
@@ -113,24 +152,17 @@ class Round:
 
 @dataclass
 class Trace:
-    """A parsed trace: the header, the valid rounds, and whether the file was cut short."""
+    """A parsed trace: the header, its runs, the valid rounds of every run in file order,
+    and whether the file was cut short."""
 
     header: dict[str, Any]
     vocab_size: int
+    version: int = 1
+    runs: dict[str, Run] = field(default_factory=dict)
+    """Every run by id, in the order they were opened (one, id "", in version 1)."""
     rounds: list[Round] = field(default_factory=list)
-    target_sampler: SamplerConfig | None = None
-    draft_sampler: SamplerConfig | None = None
-    prompt: list[int] | None = None
     truncated: str | None = None
     """Why reading stopped before the end of the file; None when it read to the end."""
-
-    @property
-    def prompt_length(self) -> int | None:
-        """Tokens in the prompt, from ``prompt`` or ``prompt_length``."""
-        if self.prompt is not None:
-            return len(self.prompt)
-        value = self.header.get("prompt_length")
-        return value if isinstance(value, int) else None
 
 
 def sampler_from_json(value: object, line: int, name: str) -> SamplerConfig:
@@ -395,8 +427,39 @@ def _rule(value: object, line: int) -> AcceptanceRule | str:
         return value
 
 
+class _RunState:
+    """What the reader keeps per open run: the history its rows were computed after."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.history: list[int] = list(run.prompt or [])
+        self.position = 0
+        self.rounds = 0
+
+
+def _extra(record: Mapping[str, Any], line: int) -> None:
+    """`extra`, when present, is a JSON object; its content is the engine's own."""
+    if "extra" in record and not isinstance(record["extra"], dict):
+        raise TraceError(line, "extra", f"must be a JSON object, got {_brief(record['extra'])}")
+
+
+def _run_fields(record: Mapping[str, Any], run_id: str, line: int, vocab: int) -> Run:
+    """A run's prompt and samplers, from a run record or a version 1 header."""
+    prompt = _tokens(record, "prompt", line, vocab) if "prompt" in record else None
+    length = None if prompt is None else len(prompt)
+    if "prompt_length" in record:
+        length = _int(record, "prompt_length", line, low=1)
+        if prompt is not None and length != len(prompt):
+            raise TraceError(line, "prompt_length",
+                             f"is {length} but prompt has {len(prompt)} tokens")
+    samplers = {role: sampler_from_json(record[role], line, role)
+                for role in ("target_sampler", "draft_sampler") if role in record}
+    return Run(run_id, line, prompt, length, samplers.get("target_sampler"),
+               samplers.get("draft_sampler"))
+
+
 class _Reader:
-    """Validates records in order, keeping the history the rows were computed after."""
+    """Validates records in order, keeping each run's history the rows were computed after."""
 
     def __init__(self, header: dict[str, Any]) -> None:
         line = 1
@@ -405,41 +468,82 @@ class _Reader:
                 line, "format", f"must be {TRACE_FORMAT!r}, got {_brief(header.get('format'))}"
             )
         version = header.get("version")
-        if not _is_int(version) or version != TRACE_VERSION:  # `true == 1` in Python
+        if not _is_int(version) or version not in TRACE_VERSIONS:  # `true == 1` in Python
             raise TraceError(
                 line, "version",
-                f"must be {TRACE_VERSION} (the integer this reader reads), got {_brief(version)}",
+                f"must be 1 or 2 (the integers this reader reads), got {_brief(version)}",
             )
+        self.version = version
         self.vocab = _int(header, "vocab_size", line, low=1, high=MAX_VOCAB_SIZE)
         if "engine" in header and not isinstance(header["engine"], str):
             raise TraceError(line, "engine", f"must be a string, got {_brief(header['engine'])}")
-        self.trace = Trace(header=header, vocab_size=self.vocab)
-        if "prompt" in header:
-            self.trace.prompt = _tokens(header, "prompt", line, self.vocab)
-        if "prompt_length" in header:
-            length = _int(header, "prompt_length", line, low=1)
-            if self.trace.prompt is not None and length != len(self.trace.prompt):
-                raise TraceError(
-                    line, "prompt_length",
-                    f"is {length} but prompt has {len(self.trace.prompt)} tokens",
-                )
-        for role in ("target_sampler", "draft_sampler"):
-            if role in header:
-                setattr(self.trace, role, sampler_from_json(header[role], line, role))
-        self.history: list[int] = list(self.trace.prompt or [])
-        self.position = 0
+        self.trace = Trace(header=header, vocab_size=self.vocab, version=version)
+        self.open: dict[str, _RunState] = {}
+        if version == 1:
+            self._open(_run_fields(header, "", line, self.vocab))
+            return
+        unknown = sorted(set(header) - _HEADER_KEYS_V2)
+        if unknown:
+            raise TraceError(line, unknown[0], "is not a version 2 header field (a run's prompt "
+                             f"and samplers go in its run record): {sorted(_HEADER_KEYS_V2)}")
+        _extra(header, line)
+
+    def _open(self, run: Run) -> None:
+        self.open[run.id] = _RunState(run)
+        self.trace.runs[run.id] = run
+
+    def record(self, record: object, line: int) -> None:
+        """Validate one line after the header: a run record, or a round appended to the trace."""
+        if not isinstance(record, dict):
+            raise TraceError(line, "record", f"must be a JSON object, got {type(record).__name__}")
+        if self.version == 1:
+            for key in ("record", "run", "extra"):
+                if key in record:
+                    raise TraceError(line, key, "is a version 2 field, in a version 1 trace")
+            self.trace.rounds.append(self.round(record, line, self.open[""]))
+            return
+        if "record" in record:
+            if record["record"] != "run":
+                raise TraceError(line, "record", f"must be 'run' (a run record), got "
+                                 f"{_brief(record['record'])}")
+            self.run_record(record, line)
+            return
+        run_id = record.get("run")
+        if not isinstance(run_id, str):
+            raise TraceError(line, "run", f"must name the round's run (a string), got "
+                             f"{_brief(run_id)}")
+        if run_id not in self.open:
+            raise TraceError(line, "run", f"names run {run_id!r}, which no earlier line opened")
+        _extra(record, line)
+        self.trace.rounds.append(self.round(record, line, self.open[run_id]))
+
+    def run_record(self, record: Mapping[str, Any], line: int) -> None:
+        unknown = sorted(set(record) - _RUN_KEYS)
+        if unknown:
+            raise TraceError(line, unknown[0], f"is not a run record field ({sorted(_RUN_KEYS)})")
+        run_id = record.get("run")
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise TraceError(line, "run", "must be 1 to 128 characters of A-Z a-z 0-9 . _ : / -, "
+                             f"got {_brief(run_id)}")
+        if run_id in self.open:
+            raise TraceError(line, "run", f"opens run {run_id!r} a second time (first opened on "
+                             f"line {self.open[run_id].run.line})")
+        _extra(record, line)
+        self._open(_run_fields(record, run_id, line, self.vocab))
 
     def _probabilities(
-        self, kind: str, rows: np.ndarray, config: SamplerConfig | None, drafts: list[int],
+        self, kind: str, rows: np.ndarray, state: _RunState, drafts: list[int],
         line: int, name: str,
     ) -> np.ndarray:
         if kind == "probs":
             return rows
+        config = state.run.target_sampler if name == "target" else state.run.draft_sampler
+        where = "the header" if self.version == 1 else f"run {state.run.id!r}'s record"
         if config is None:
-            raise TraceError(line, name, f"holds logits, so the header needs '{name}_sampler'")
-        if config.uses_history and self.trace.prompt is None:
+            raise TraceError(line, name, f"holds logits, so {where} needs '{name}_sampler'")
+        if config.uses_history and state.run.prompt is None:
             raise TraceError(
-                line, name, "holds logits for a sampler that reads the history: the header "
+                line, name, f"holds logits for a sampler that reads the history: {where} "
                 "needs 'prompt'",
             )
         logits = mx.array(rows)
@@ -449,7 +553,8 @@ class _Reader:
             else:
                 probs = mx.stack([
                     effective_token_distribution(
-                        logits[i], config, mx.array([*self.history, *drafts[:i]], dtype=mx.int32)
+                        logits[i], config,
+                        mx.array([*state.history, *drafts[:i]], dtype=mx.int32),
                     )
                     for i in range(rows.shape[0])
                 ])
@@ -467,22 +572,22 @@ class _Reader:
             ) from None
         return rebuilt
 
-    def round(self, record: object, line: int) -> Round:
-        if not isinstance(record, dict):
-            raise TraceError(line, "record", f"must be a JSON object, got {type(record).__name__}")
-        unknown = sorted(set(record) - _ROUND_KEYS)
+    def round(self, record: dict[str, Any], line: int, state: _RunState) -> Round:
+        keys = _ROUND_KEYS if self.version == 1 else _ROUND_KEYS_V2
+        unknown = sorted(set(record) - keys)
         if unknown:
-            raise TraceError(line, unknown[0], f"is not a round field ({sorted(_ROUND_KEYS)})")
-        index = len(self.trace.rounds)
+            raise TraceError(line, unknown[0], f"is not a round field ({sorted(keys)})")
+        index = state.rounds
+        of_run = "" if self.version == 1 else f" of run {state.run.id!r}"
         if _int(record, "round", line) != index:
             raise TraceError(
-                line, "round", f"must be {index} (rounds are numbered from 0 in order)"
+                line, "round", f"must be {index} (rounds{of_run} are numbered from 0 in order)"
             )
         position = _int(record, "position", line)
-        if position != self.position:
+        if position != state.position:
             raise TraceError(
                 line, "position",
-                f"is {position}, but the previous rounds emitted {self.position} tokens",
+                f"is {position}, but the previous rounds{of_run} emitted {state.position} tokens",
             )
         rule = _rule(record.get("rule"), line)
         drafts = _tokens(record, "draft_tokens", line, self.vocab)
@@ -526,7 +631,7 @@ class _Reader:
             f"a round with {k} drafts emitting {len(emitted)} tokens",
         )
         target_logits = rows if kind == "logits" else None
-        target = self._probabilities(kind, rows, self.trace.target_sampler, drafts, line, "target")
+        target = self._probabilities(kind, rows, state, drafts, line, "target")
         draft = None
         if record.get("draft") is not None:
             needed = min(len(emitted), k)
@@ -534,51 +639,79 @@ class _Reader:
                 record["draft"], self.vocab, line, "draft", (needed, k),
                 f"{k} drafts with {len(emitted)} tokens emitted",
             )
-            draft = self._probabilities(
-                draft_kind, draft_rows, self.trace.draft_sampler, drafts, line, "draft"
-            )
+            draft = self._probabilities(draft_kind, draft_rows, state, drafts, line, "draft")
         uniforms = None
         if record.get("uniforms") is not None:
             value = record["uniforms"]
             if not isinstance(value, list) or len(value) != k + 1:
                 raise TraceError(line, "uniforms", f"must be [k+1, 2] = [{k + 1}, 2] numbers, "
                                  f"got {_brief(value)}")
-            pairs = [_reals(pair, line, f"uniforms[{i}]", 2) for i, pair in enumerate(value)]
-            wide = np.array(pairs, dtype=np.float64).reshape(k + 1, 2)
-            uniforms = wide.astype(np.float32)
-            # In float32 as verify_tokenwise reads them: 0.99999999 rounds to 1.
-            if not ((uniforms >= 0) & (uniforms < 1)).all():
-                raise TraceError(line, "uniforms", "must lie in [0, 1) (as float32)")
-        cache = None
+            uniforms = self._uniforms(value, line)
+        cache, rewinds = None, {"target_rewind": "eager", "draft_rewind": "eager"}
         if record.get("cache") is not None:
-            cache = self._cache(record["cache"], line)
-        self.history += emitted
-        self.position += len(emitted)
+            cache, rewinds = self._cache(record["cache"], line, state, k)
+        state.history += emitted
+        state.position += len(emitted)
+        state.rounds += 1
         return Round(
             index=index, line=line, position=position, rule=rule, draft_tokens=drafts,
             emitted=emitted, num_accepted=accepted, target_rows=target, draft_rows=draft,
             uniforms=uniforms, cache=cache, stopped=stopped, target_logits=target_logits,
+            run=state.run, **rewinds,
         )
 
-    def _cache(self, value: object, line: int) -> dict[str, int]:
+    def _uniforms(self, value: list[Any], line: int) -> np.ndarray:
+        """`[k+1, 2]` float32; version 2's null (a decision made without a recordable
+        uniform) becomes NaN, which no check reads as a uniform."""
+        pairs = []
+        for i, pair in enumerate(value):
+            if self.version == 2 and isinstance(pair, list) and None in pair:
+                if len(pair) != 2:
+                    raise TraceError(line, f"uniforms[{i}]", f"must hold 2 numbers, got "
+                                     f"{len(pair)}")
+                pairs.append([math.nan if v is None else
+                              float(_reals([v], line, f"uniforms[{i}]", 1)[0]) for v in pair])
+            else:
+                pairs.append(list(_reals(pair, line, f"uniforms[{i}]", 2)))
+        uniforms = np.array(pairs, dtype=np.float64).reshape(len(value), 2).astype(np.float32)
+        # In float32 as verify_tokenwise reads them: 0.99999999 rounds to 1.
+        recorded = uniforms[~np.isnan(uniforms)]
+        if not ((recorded >= 0) & (recorded < 1)).all():
+            raise TraceError(line, "uniforms", "must lie in [0, 1) (as float32)")
+        return uniforms
+
+    def _cache(
+        self, value: object, line: int, state: _RunState, k: int
+    ) -> tuple[dict[str, int], dict[str, str]]:
+        """The offsets (with `target_fed`, k + 1 by default) and the two rewind timings."""
         if not isinstance(value, dict):
             raise TraceError(line, "cache", "must be an object of offsets")
-        unknown = sorted(set(value) - set(_CACHE_KEYS))
+        keys = _CACHE_KEYS if self.version == 1 else _CACHE_KEYS_V2
+        unknown = sorted(set(value) - set(keys))
         if unknown:
-            raise TraceError(line, f"cache.{unknown[0]}", f"is not one of {_CACHE_KEYS}")
+            raise TraceError(line, f"cache.{unknown[0]}", f"is not one of {keys}")
         if "target_before" not in value:
             raise TraceError(line, "cache.target_before", "is missing")
-        if self.trace.prompt_length is None:
-            raise TraceError(line, "cache", "needs 'prompt' or 'prompt_length' in the header")
+        if state.run.prompt_length is None:
+            where = "the header" if self.version == 1 else f"run {state.run.id!r}'s record"
+            raise TraceError(line, "cache", f"needs 'prompt' or 'prompt_length' in {where}")
         if ("draft_before" in value) != ("draft_fed" in value):
             raise TraceError(line, "cache.draft_fed", "comes with draft_before, and only with it")
-        out = {}
+        offsets, rewinds = {"target_fed": k + 1}, {"target_rewind": "eager",
+                                                   "draft_rewind": "eager"}
         for key, offset in value.items():
-            if not _is_int(offset) or offset < 0:
-                raise TraceError(line, f"cache.{key}", f"must be an int >= 0, got "
+            if key in rewinds:
+                if offset not in REWIND_TIMINGS:
+                    raise TraceError(line, f"cache.{key}", f"must be 'eager' or 'lazy', got "
+                                     f"{_brief(offset)}")
+                rewinds[key] = offset
+                continue
+            low = 1 if key == "target_fed" else 0
+            if not _is_int(offset) or offset < low:
+                raise TraceError(line, f"cache.{key}", f"must be an int >= {low}, got "
                                  f"{_brief(offset)}")
-            out[key] = offset
-        return out
+            offsets[key] = offset
+        return offsets, rewinds
 
 
 def _lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
@@ -661,7 +794,7 @@ def read_trace(path: str | Path) -> Trace:
                 raise TraceError(number, "header", "must be a JSON object")
             reader = _Reader(record)
             continue
-        reader.trace.rounds.append(reader.round(record, number))
+        reader.record(record, number)
     assert reader is not None
     if not reader.trace.rounds:
         raise TraceError(2, "round", "the trace has a header and no round: nothing to check")

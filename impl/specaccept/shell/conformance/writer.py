@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from specaccept.conformance.trace import ROW_DTYPES, TRACE_FORMAT, TRACE_VERSION
+from specaccept.conformance.trace import ROW_DTYPES, TRACE_FORMAT
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import SamplerConfig
 
@@ -78,7 +78,9 @@ def encode_rows(
 
 
 class TraceWriter:
-    """Write a trace, one line per round, flushed so a crash leaves a valid prefix."""
+    """Write a one-run trace (format version 1), one line per round, flushed so a crash
+    leaves a valid prefix. Many runs in one file: the standard-library ``specaccept_trace``
+    writes version 2."""
 
     def __init__(
         self, stream: IO[str], *, vocab_size: int, engine: str = "",
@@ -86,7 +88,7 @@ class TraceWriter:
         target_sampler: SamplerConfig | None = None, draft_sampler: SamplerConfig | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        header: dict[str, Any] = {"format": TRACE_FORMAT, "version": TRACE_VERSION,
+        header: dict[str, Any] = {"format": TRACE_FORMAT, "version": 1,
                                   "vocab_size": vocab_size}
         if engine:
             header["engine"] = engine
