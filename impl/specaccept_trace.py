@@ -67,7 +67,7 @@ MAX_TOKEN_ID = 2**31 - 1
 """Token ids, and every integer field, are int32 in the reader's arithmetic."""
 MAX_VOCAB_SIZE = MAX_TOKEN_ID + 1
 MAX_BLOCK_ENTRIES = 2**27
-"""The most entries (rows x vocab_size) one row block may hold: the reader's bound."""
+"""The most entries one row block may hold, its rows times vocab_size (the reader's bound)."""
 RULE_IDS = ("stochastic", "block", "sampler-match", "sampler-match-no-proposal-distribution",
             "greedy-argmax")
 """The rule ids of spec/acceptance_rule_enum.md; another non-empty id is written as given."""
