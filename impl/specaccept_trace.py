@@ -330,7 +330,7 @@ def _check_block(
             _check_probabilities(where, rows)
         return kind, {key: rows}
     if key == "sparse_probs":
-        dense, written = [], []
+        dense, sparse_rows = [], []
         for i, row in enumerate(entries):
             if not isinstance(row, Mapping) or set(row) != {"ids", "values"}:
                 raise _fail(f"{where}[{i}]", "be a mapping of exactly 'ids' and 'values'", row)
@@ -345,10 +345,10 @@ def _check_block(
             if len(set(ids)) != len(ids):
                 raise _fail(f"{where}[{i}]['ids']", "not repeat a token id", ids)
             dense.append(values)
-            written.append({"ids": ids, "values": values})
+            sparse_rows.append({"ids": ids, "values": values})
         if check_values:
             _check_probabilities(where, dense)
-        return kind, {key: written}
+        return kind, {key: sparse_rows}
     dtype = block.get("dtype", "float32")
     if not isinstance(dtype, str) or dtype not in _B64_WIDTH:
         raise _fail(f"{name}['dtype']", f"be one of {tuple(_B64_WIDTH)}", dtype)
@@ -378,7 +378,10 @@ def _check_block(
                 if all(v == -math.inf for v in logit_row):
                     raise TraceWriteError(f"{where} row {i} is -inf for every token: no "
                                           "distribution")
-    return kind, dict(block)
+    written: dict[str, Any] = {key: text, "rows": count}  # `rows` may have been a NumPy int
+    if "dtype" in block:
+        written["dtype"] = dtype
+    return kind, written
 
 
 # --- samplers ------------------------------------------------------------------------------

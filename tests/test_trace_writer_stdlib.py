@@ -234,6 +234,15 @@ def test_it_writes_to_a_stream_and_takes_an_enum_rule() -> None:
     assert round_["target"] == {"probs": [P[0]]}  # NumPy scalars written as JSON numbers
 
 
+def test_check_values_off_skips_the_numbers_but_not_the_structure() -> None:
+    run = st.TraceWriter(io.StringIO(), vocab_size=4, check_values=False).start_run()
+    unnormalised = st.probs_block([[0.5, 0.5, 0.5, 0.5]])
+    run.write_round(rule="greedy-argmax", draft_tokens=[], emitted=[0], target=unnormalised)
+    with pytest.raises(st.TraceWriteError, match=r"target\['probs'\]\[0\] must hold"):
+        run.write_round(rule="greedy-argmax", draft_tokens=[], emitted=[0],
+                        target=st.probs_block([[1.0]]))
+
+
 def test_its_constants_are_the_readers() -> None:
     assert st.PROBABILITY_SUM_TOLERANCE == PROBABILITY_SUM_TOLERANCE
     assert (st.MAX_BLOCK_ENTRIES, st.MAX_VOCAB_SIZE) == (MAX_BLOCK_ENTRIES, MAX_VOCAB_SIZE)
