@@ -206,6 +206,28 @@ def test_the_schema_tells_the_kinds_of_line_apart(written: tuple[Path, Path]) ->
     assert not any(v.is_valid(v1_round) for v in validators.values())
 
 
+def _example_lines(page: str) -> list[dict[str, Any]]:
+    """The JSON records of a page's ```json blocks; a record's continuation lines are indented."""
+    records: list[str] = []
+    for block in re.findall(r"```json\n(.*?)```", page, re.DOTALL):
+        for line in block.splitlines():
+            if line.startswith("{"):
+                records.append(line)
+            else:
+                records[-1] += line
+    return [json.loads(record) for record in records]
+
+
+def test_the_format_pages_examples_follow_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    examples = _example_lines((ROOT / "spec" / "trace_format.md").read_text("utf-8"))
+    assert [r.get("version", r.get("record", r.get("run", "round"))) for r in examples] == [
+        1, "round", 2, "run", "run", "a", "b"]
+    for record in examples:
+        validator.validate(record)
+
+
 def test_the_reader_does_not_read_version_2_yet(written: tuple[Path, Path]) -> None:
     # docs/conformance.md says so; when the reader learns version 2, this fails, and the
     # docs' list of what the reader does not check yet must shrink with it.
