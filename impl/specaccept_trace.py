@@ -12,8 +12,8 @@ this release's ``specaccept conform`` reads)::
                               target_sampler={"temperature": 0.7})
         for r in my_engine.rounds():
             run.write_round(rule="stochastic", draft_tokens=r.drafts, emitted=r.emitted,
-                            target=st.logits_block(r.target_logits),
-                            draft=st.probs_block(r.q_rows))
+                            target=st.logits_block(r.target_logits.tolist()),
+                            draft=st.probs_block(r.q_rows.tolist()))
 
 Everything a record is given is validated before its line is written, against the rules
 the reader enforces (types, token ids, row counts, row lengths, sums, the fields a version
