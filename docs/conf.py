@@ -101,6 +101,7 @@ nitpick_ignore = [
     ("py:class", "collections.abc.Iterator"),
     ("py:class", "collections.abc.Mapping"),
     ("py:class", "collections.abc.Sequence"),
+    ("py:class", "enum.Enum"),
     ("py:class", "mlx.core.array"),
     ("py:class", "mx.array"),
     ("py:class", "numpy.ndarray"),

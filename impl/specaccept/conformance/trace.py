@@ -138,9 +138,9 @@ class Round:
     target_logits: np.ndarray | None = None
     """`[m, V]` float32 target logits when the trace stored logits, else None."""
     run: Run = field(default_factory=lambda: Run("", 1))
-    """The run the round belongs to: its prompt and samplers."""
+    """The run the round belongs to, with its prompt and samplers."""
     target_rewind: str = "eager"
-    """When the target drops rejected entries: "eager" (before the round ends) or "lazy"."""
+    """When the target drops rejected entries, "eager" (before the round ends) or "lazy"."""
     draft_rewind: str = "eager"
     """The same for the drafter."""
 

@@ -1,0 +1,750 @@
+"""Write specaccept conformance traces with nothing but Python's standard library.
+
+An engine vendors this one file (it imports no third-party package: no MLX, no NumPy, no
+specaccept) and records its speculative rounds in the trace format of
+``spec/trace_format.md``, version 2 (any number of runs) or version 1 (one run, the version
+this release's ``specaccept conform`` reads)::
+
+    import specaccept_trace as st
+
+    with st.TraceWriter("trace.jsonl.gz", vocab_size=V, engine="my-engine 1.2") as trace:
+        run = trace.start_run("seed-0", prompt=prompt_ids,
+                              target_sampler={"temperature": 0.7})
+        for r in my_engine.rounds():
+            run.write_round(rule="stochastic", draft_tokens=r.drafts, emitted=r.emitted,
+                            target=st.logits_block(r.target_logits.tolist()),
+                            draft=st.probs_block(r.q_rows.tolist()))
+
+Everything a record is given is validated before its line is written, against the rules
+the reader enforces (types, token ids, row counts, row lengths, sums, the fields a version
+allows), and a defect raises `TraceWriteError` naming the argument and the value; what the
+checks themselves judge (whether the engine's rule, law and caches are right) is recorded
+as given, for the checks to find. Each line is flushed when written, so a crash leaves a
+valid prefix. A path ending in ``.gz`` is written through gzip.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import gzip
+import io
+import json
+import math
+import numbers
+import os
+import re
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import IO, Any, SupportsFloat
+
+__all__ = [
+    "FORMAT",
+    "MAX_BLOCK_ENTRIES",
+    "MAX_TOKEN_ID",
+    "MAX_VOCAB_SIZE",
+    "PROBABILITY_SUM_TOLERANCE",
+    "RULE_IDS",
+    "SAMPLER_DEFAULTS",
+    "VERSIONS",
+    "RunWriter",
+    "TraceWriteError",
+    "TraceWriter",
+    "b64_block",
+    "logits_block",
+    "probs_block",
+    "sparse_block",
+]
+
+FORMAT = "specaccept-trace"
+VERSIONS = (1, 2)
+"""The versions this writer writes; 2 unless asked for 1."""
+PROBABILITY_SUM_TOLERANCE = 1e-3
+"""A probability row must sum to 1 within this, in float64 (as the reader requires)."""
+MAX_TOKEN_ID = 2**31 - 1
+"""Token ids, and every integer field, are int32 in the reader's arithmetic."""
+MAX_VOCAB_SIZE = MAX_TOKEN_ID + 1
+MAX_BLOCK_ENTRIES = 2**27
+"""The most entries one row block may hold, its rows times vocab_size (the reader's bound)."""
+RULE_IDS = ("stochastic", "block", "sampler-match", "sampler-match-no-proposal-distribution",
+            "greedy-argmax")
+"""The rule ids of spec/acceptance_rule_enum.md; another non-empty id is written as given."""
+SAMPLER_DEFAULTS: Mapping[str, object] = {
+    "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
+    "repetition_context_size": 20, "frequency_penalty": 0.0, "presence_penalty": 0.0,
+    "dry_multiplier": 0.0, "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
+    "dry_sequence_breakers": (), "xtc_probability": 0.0, "xtc_threshold": 0.1, "logit_bias": {},
+}
+"""The fields of spec/sampler_config.md's `SamplerConfig` and their defaults."""
+
+_FLOAT32_MAX = 3.4028234663852886e38
+_SMALLEST_TEMPERATURE = 2.0**-126
+_ADJUSTMENT_LIMIT = 2.0**64
+_REPETITION_PENALTY_LIMIT = 2.0**32
+_ROW_KEYS = ("probs", "logits", "probs_b64", "logits_b64", "sparse_probs")
+_B64_WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}
+_RUN_ID = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
+_CACHE_V1 = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
+_CACHE_V2 = (*_CACHE_V1, "target_fed", "target_rewind", "draft_rewind")
+_REWINDS = ("eager", "lazy")
+
+
+class TraceWriteError(ValueError):
+    """What a writer was given cannot be written; the message names the argument and value."""
+
+
+def _brief(value: object) -> str:
+    """`value` for an error message, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _fail(name: str, rule: str, value: object) -> TraceWriteError:
+    return TraceWriteError(f"{name} must {rule}, got {_brief(value)}")
+
+
+def _integer(name: str, value: object, low: int, high: int = MAX_TOKEN_ID) -> int:
+    # bool is an int to Python, and `true` is not 1 to a trace reader.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _fail(name, f"be an integer in [{low}, {high}]", value)
+    number = int(value)
+    if not low <= number <= high:
+        raise _fail(name, f"be an integer in [{low}, {high}]", value)
+    return number
+
+
+def _real(name: str, value: object) -> float:
+    """A finite real as a float; bools, strings, NaN and infinities are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _fail(name, "be a finite number", value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise _fail(name, "be a finite number (in float64)", value) from None
+    if not math.isfinite(number):
+        raise _fail(name, "be a finite number", value)
+    return number
+
+
+def _tokens(name: str, values: object, vocab_size: int) -> list[int]:
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise _fail(name, "be a sequence of token ids", values)
+    return [_integer(f"{name}[{i}]", token, 0, vocab_size - 1) for i, token in enumerate(values)]
+
+
+def _json_object(name: str, value: object) -> dict[str, Any]:
+    """A JSON object of engine diagnostics, checked to serialise as strict JSON."""
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise _fail(name, "be a mapping with string keys (a JSON object)", value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TraceWriteError(f"{name} must be plain JSON (no NaN, no infinity, only JSON "
+                              f"types): {error}") from None
+    return dict(value)
+
+
+# --- row blocks ----------------------------------------------------------------------------
+
+
+def _dense_rows(name: str, rows: Iterable[Iterable[SupportsFloat]]) -> list[list[float]]:
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+        raise _fail(name, "be a sequence of rows (sequences of numbers)", rows)
+    out = []
+    for i, row in enumerate(rows):
+        if isinstance(row, str | bytes | Mapping) or not isinstance(row, Iterable):
+            raise _fail(f"{name}[{i}]", "be a sequence of numbers", row)
+        out.append([_real(f"{name}[{i}][{j}]", value) for j, value in enumerate(row)])
+    if not out:
+        raise TraceWriteError(f"{name} must hold at least one row, got none")
+    return out
+
+
+def probs_block(rows: Iterable[Iterable[SupportsFloat]]) -> dict[str, Any]:
+    """Rows of probabilities as a ``probs`` block (JSON numbers).
+
+    Pass the float32 values the engine decided with (``tensor.float().tolist()``): a Python
+    float holding a float32 value is written with the digits that round-trip it.
+    """
+    return {"probs": _dense_rows("rows", rows)}
+
+
+def logits_block(rows: Iterable[Iterable[SupportsFloat]]) -> dict[str, Any]:
+    """Rows of logits as a ``logits`` block (JSON numbers, so every logit is finite).
+
+    The reader rebuilds the probabilities with the run's sampler; a masked (-inf) logit
+    needs the base64 encoding, `b64_block`.
+    """
+    return {"logits": _dense_rows("rows", rows)}
+
+
+def b64_block(
+    data: bytes | bytearray | memoryview | Iterable[Iterable[SupportsFloat]], *, rows: int,
+    kind: str = "probs", dtype: str = "float32",
+) -> dict[str, Any]:
+    """Rows as a ``probs_b64`` or ``logits_b64`` block: little-endian `dtype`, row-major.
+
+    Args:
+        data: the raw bytes (any buffer: ``tensor.cpu().numpy().tobytes()`` on a
+            little-endian machine), or rows of numbers, packed here.
+        rows: the number of rows the bytes hold.
+        kind: "probs" (float32 only) or "logits".
+        dtype: "float32", "float16" or "bfloat16" (rounded to nearest even when packed here).
+    """
+    if kind not in ("probs", "logits"):
+        raise _fail("kind", "be 'probs' or 'logits'", kind)
+    if dtype not in _B64_WIDTH:
+        raise _fail("dtype", f"be one of {tuple(_B64_WIDTH)}", dtype)
+    if kind == "probs" and dtype != "float32":
+        raise _fail("dtype", "be float32 for probabilities (a half-precision probability "
+                    "below ~6e-8 reads as 0, and the support check has zero tolerance)", dtype)
+    count = _integer("rows", rows, 1)
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(memoryview(data).cast("B"))
+    else:
+        values = [value for row in _dense_rows("data", data) for value in row]
+        raw = _pack(values, dtype)
+    block: dict[str, Any] = {f"{kind}_b64": base64.b64encode(raw).decode("ascii"), "rows": count}
+    if dtype != "float32":
+        block["dtype"] = dtype
+    return block
+
+
+def _pack(values: list[float], dtype: str) -> bytes:
+    if dtype == "float16":
+        try:
+            return struct.pack(f"<{len(values)}e", *values)
+        except (OverflowError, struct.error) as error:
+            raise TraceWriteError(f"data must fit float16 ({error})") from None
+    try:
+        single = struct.pack(f"<{len(values)}f", *values)
+    except (OverflowError, struct.error) as error:
+        raise TraceWriteError(f"data must fit float32 ({error})") from None
+    if dtype == "float32":
+        return single
+    bits = struct.unpack(f"<{len(values)}I", single)
+    # Round to nearest even, as a bfloat16 cast does.
+    halves = [((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF for b in bits]
+    return struct.pack(f"<{len(halves)}H", *halves)
+
+
+def _unpack(raw: bytes, dtype: str) -> tuple[float, ...]:
+    if dtype == "float32":
+        return struct.unpack(f"<{len(raw) // 4}f", raw)
+    if dtype == "float16":
+        return struct.unpack(f"<{len(raw) // 2}e", raw)
+    halves = struct.unpack(f"<{len(raw) // 2}H", raw)
+    return struct.unpack(f"<{len(halves)}f", struct.pack(f"<{len(halves)}I",
+                                                          *(h << 16 for h in halves)))
+
+
+def sparse_block(
+    rows: Iterable[Mapping[int, SupportsFloat] | tuple[Iterable[int], Iterable[SupportsFloat]]],
+) -> dict[str, Any]:
+    """Rows of probabilities with every omitted entry exactly 0, as a ``sparse_probs`` block.
+
+    Each row is a mapping of token id to probability, or a pair (ids, values). Only a
+    filtering sampler's rows (top-k, top-p, min-p) are exactly sparse: dropping a tail of
+    positive mass turns an emitted tail token into a support failure.
+    """
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+        raise _fail("rows", "be a sequence of rows", rows)
+    out = []
+    for i, row in enumerate(rows):
+        if isinstance(row, Mapping):
+            ids, values = list(row.keys()), list(row.values())
+        elif isinstance(row, tuple) and len(row) == 2:
+            ids, values = list(row[0]), list(row[1])
+        else:
+            raise _fail(f"rows[{i}]", "be a mapping of token id to probability or a pair "
+                        "(ids, values)", row)
+        if len(ids) != len(values):
+            raise TraceWriteError(f"rows[{i}] must pair each id with a value, got {len(ids)} "
+                                  f"ids and {len(values)} values")
+        out.append({
+            "ids": [_integer(f"rows[{i}].ids[{j}]", t, 0) for j, t in enumerate(ids)],
+            "values": [_real(f"rows[{i}].values[{j}]", v) for j, v in enumerate(values)],
+        })
+    if not out:
+        raise TraceWriteError("rows must hold at least one row, got none")
+    return {"sparse_probs": out}
+
+
+def _check_probabilities(name: str, rows: Sequence[Sequence[float]]) -> None:
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if not 0.0 <= value <= 1.0:  # NaN fails this too
+                raise _fail(f"{name}[{i}][{j}]", "lie in [0, 1] (a probability)", value)
+        total = math.fsum(row)
+        if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
+            raise TraceWriteError(f"{name}[{i}] must sum to 1 within "
+                                  f"{PROBABILITY_SUM_TOLERANCE}, got a sum of {total:.6g}")
+
+
+def _check_block(
+    name: str, block: object, vocab_size: int, low: int, high: int, why: str, check_values: bool,
+) -> tuple[str, dict[str, Any]]:
+    """Validate a row block as the reader will.
+
+    Returns its kind ("probs" or "logits") and the block to write, its numbers as Python
+    floats (a hand-built block may hold NumPy scalars, which JSON cannot write).
+    """
+    if not isinstance(block, Mapping):
+        raise _fail(name, f"be a row block (a mapping with one of {_ROW_KEYS}; see "
+                    "probs_block, logits_block, b64_block, sparse_block)", block)
+    present = [key for key in _ROW_KEYS if key in block]
+    if len(present) != 1:
+        raise _fail(name, f"hold exactly one of {_ROW_KEYS}", sorted(block))
+    key = present[0]
+    allowed = {key, "rows", "dtype"} if key.endswith("_b64") else {key}
+    if set(block) - allowed:
+        raise _fail(name, f"hold only {sorted(allowed)}", sorted(block))
+    kind = "logits" if key.startswith("logits") else "probs"
+    where = f"{name}[{key!r}]"
+    if key.endswith("_b64"):
+        count = _integer(f"{name}['rows']", block.get("rows"), 1)
+    else:
+        entries = block[key]
+        if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Iterable):
+            raise _fail(where, "be a sequence of rows", entries)
+        entries = list(entries)
+        count = len(entries)
+    if not low <= count <= high:
+        raise TraceWriteError(f"{name} must hold {low} to {high} rows for {why}, got {count}")
+    if count * vocab_size > MAX_BLOCK_ENTRIES:
+        raise TraceWriteError(f"{name} holds {count} rows of vocab_size {vocab_size}, more than "
+                              f"the reader's bound of {MAX_BLOCK_ENTRIES} entries a block")
+    if key in ("probs", "logits"):
+        rows = _dense_rows(where, entries)
+        for i, row in enumerate(rows):
+            if len(row) != vocab_size:
+                raise TraceWriteError(f"{where}[{i}] must hold vocab_size = {vocab_size} "
+                                      f"entries, got {len(row)}")
+            if kind == "logits":
+                for j, value in enumerate(row):
+                    if abs(value) > _FLOAT32_MAX:
+                        raise _fail(f"{where}[{i}][{j}]", "fit float32", value)
+        if kind == "probs" and check_values:
+            _check_probabilities(where, rows)
+        return kind, {key: rows}
+    if key == "sparse_probs":
+        dense, sparse_rows = [], []
+        for i, row in enumerate(entries):
+            if not isinstance(row, Mapping) or set(row) != {"ids", "values"}:
+                raise _fail(f"{where}[{i}]", "be a mapping of exactly 'ids' and 'values'", row)
+            ids = _tokens(f"{where}[{i}]['ids']", row["ids"], vocab_size)
+            given = row["values"]
+            if isinstance(given, str | bytes | Mapping) or not isinstance(given, Iterable):
+                raise _fail(f"{where}[{i}]['values']", "be a sequence of numbers", given)
+            values = [_real(f"{where}[{i}]['values'][{j}]", v) for j, v in enumerate(given)]
+            if len(ids) != len(values):
+                raise TraceWriteError(f"{where}[{i}] must pair each id with a value, got "
+                                      f"{len(ids)} ids and {len(values)} values")
+            if len(set(ids)) != len(ids):
+                raise _fail(f"{where}[{i}]['ids']", "not repeat a token id", ids)
+            dense.append(values)
+            sparse_rows.append({"ids": ids, "values": values})
+        if check_values:
+            _check_probabilities(where, dense)
+        return kind, {key: sparse_rows}
+    dtype = block.get("dtype", "float32")
+    if not isinstance(dtype, str) or dtype not in _B64_WIDTH:
+        raise _fail(f"{name}['dtype']", f"be one of {tuple(_B64_WIDTH)}", dtype)
+    if kind == "probs" and dtype != "float32":
+        raise _fail(f"{name}['dtype']", "be float32 for probabilities", dtype)
+    text = block[key]
+    if not isinstance(text, str):
+        raise _fail(where, "be a base64 string", text)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise _fail(where, "be valid base64", text) from None
+    need = count * vocab_size * _B64_WIDTH[dtype]
+    if len(raw) != need:
+        raise TraceWriteError(
+            f"{where} must hold rows x vocab_size = {count} x {vocab_size} {dtype} "
+            f"values = {need} bytes, got {len(raw)}")
+    if check_values:
+        decoded = _unpack(raw, dtype)
+        table = [decoded[i * vocab_size:(i + 1) * vocab_size] for i in range(count)]
+        if kind == "probs":
+            _check_probabilities(where, table)
+        else:
+            for i, logit_row in enumerate(table):
+                if any(math.isnan(v) or v == math.inf for v in logit_row):
+                    raise TraceWriteError(f"{where} row {i} holds NaN or +inf logits")
+                if all(v == -math.inf for v in logit_row):
+                    raise TraceWriteError(f"{where} row {i} is -inf for every token: no "
+                                          "distribution")
+    written: dict[str, Any] = {key: text, "rows": count}  # `rows` may have been a NumPy int
+    if "dtype" in block:
+        written["dtype"] = dtype
+    return kind, written
+
+
+# --- samplers ------------------------------------------------------------------------------
+
+
+def _sampler(name: str, value: object) -> dict[str, Any]:
+    """A sampler object: `SamplerConfig` fields by name, in the ranges it accepts."""
+    if not isinstance(value, Mapping):
+        raise _fail(name, "be a mapping of SamplerConfig fields", value)
+    out: dict[str, Any] = {}
+    for key, field_value in value.items():
+        where = f"{name}[{key!r}]"
+        if key not in SAMPLER_DEFAULTS:
+            raise _fail(name, f"hold only SamplerConfig fields {sorted(SAMPLER_DEFAULTS)}", key)
+        if key == "dry_sequence_breakers":
+            out[key] = _tokens(where, field_value, MAX_TOKEN_ID + 1)
+        elif key == "logit_bias":
+            if not isinstance(field_value, Mapping):
+                raise _fail(where, "be a mapping of token id to bias", field_value)
+            bias = {}
+            for token, bias_value in field_value.items():
+                token_id = (int(token) if isinstance(token, str) and token.isdecimal()
+                            and token.isascii() and len(token) <= 10 else token)
+                token_id = _integer(f"{where} key", token_id, 0)
+                number = _real(f"{where}[{token!r}]", bias_value)
+                if abs(number) > _ADJUSTMENT_LIMIT:
+                    raise _fail(f"{where}[{token!r}]", "lie in [-2**64, 2**64]", bias_value)
+                bias[str(token_id)] = number
+            out[key] = bias
+        elif isinstance(SAMPLER_DEFAULTS[key], int):
+            low = {"top_k": 0, "dry_penalty_last_n": -1}.get(key, 1)
+            out[key] = _integer(where, field_value, low)
+        else:
+            out[key] = _real(where, field_value)
+            _sampler_range(where, key, out[key], field_value)
+    return out
+
+
+def _sampler_range(where: str, key: str, number: float, given: object) -> None:
+    if key in ("temperature", "dry_multiplier"):
+        ok = number == 0.0 or _SMALLEST_TEMPERATURE <= number <= _FLOAT32_MAX
+        bound = f"be 0 or lie in [2**-126, {_FLOAT32_MAX!r}]"
+    elif key == "top_p":
+        ok, bound = 0.0 < number <= 1.0, "lie in (0, 1]"
+    elif key in ("min_p", "xtc_probability", "xtc_threshold"):
+        ok, bound = 0.0 <= number <= 1.0, "lie in [0, 1]"
+    elif key == "repetition_penalty":
+        limit = _REPETITION_PENALTY_LIMIT
+        ok, bound = 1.0 / limit <= number <= limit, "lie in [2**-32, 2**32]"
+    elif key in ("frequency_penalty", "presence_penalty"):
+        ok, bound = abs(number) <= _ADJUSTMENT_LIMIT, "lie in [-2**64, 2**64]"
+    else:  # dry_base
+        ok, bound = 1.0 <= number <= _FLOAT32_MAX, f"lie in [1, {_FLOAT32_MAX!r}]"
+    if not ok:
+        raise _fail(where, bound, given)
+
+
+def _reads_history(sampler: Mapping[str, Any]) -> bool:
+    """True when a penalty of the sampler reads the token history (`uses_history`)."""
+    def get(key: str) -> Any:
+        return sampler.get(key, SAMPLER_DEFAULTS[key])
+
+    return bool(get("repetition_penalty") != 1.0 or get("frequency_penalty") != 0.0
+                or get("presence_penalty") != 0.0
+                or (get("dry_multiplier") > 0.0 and get("dry_penalty_last_n") != 0))
+
+
+# --- the writers ---------------------------------------------------------------------------
+
+
+class TraceWriter:
+    """A trace file: its header, then the lines of the runs started on it.
+
+    Args:
+        destination: a path (``.gz``: written through gzip) or an open text stream.
+        vocab_size: V, for every run.
+        version: 2 (any number of runs) or 1 (one run: the version the reader reads).
+        engine: free text naming the engine and its version.
+        extra: engine diagnostics for the header (version 2), ignored by readers.
+        check_values: also check every row's values (sums, ranges); structure, ids and
+            lengths are checked regardless. Costs a pass over each row in Python.
+    """
+
+    def __init__(
+        self, destination: str | os.PathLike[str] | IO[str], *, vocab_size: int,
+        version: int = 2, engine: str | None = None, extra: Mapping[str, Any] | None = None,
+        check_values: bool = True,
+    ) -> None:
+        if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
+            raise _fail("version", f"be one of {VERSIONS}", version)
+        self.version = version
+        self.vocab_size = _integer("vocab_size", vocab_size, 1, MAX_VOCAB_SIZE)
+        if engine is not None and not isinstance(engine, str):
+            raise _fail("engine", "be a string", engine)
+        if extra is not None and version == 1:
+            raise TraceWriteError(f"extra is a version 2 field; version 1 has none, got "
+                                  f"{_brief(extra)}")
+        self.check_values = check_values
+        self._header: dict[str, Any] = {"format": FORMAT, "version": version,
+                                        "vocab_size": self.vocab_size}
+        if engine is not None:
+            self._header["engine"] = engine
+        if extra is not None:
+            self._header["extra"] = _json_object("extra", extra)
+        self._runs: dict[str, RunWriter] = {}
+        self._owned: IO[str] | None = None
+        if isinstance(destination, str | os.PathLike):
+            path = os.fspath(destination)
+            # Held open across calls and closed by close(), so no `with`.
+            if path.endswith(".gz"):
+                binary = gzip.open(path, "wb")  # noqa: SIM115
+                self._owned = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+            else:
+                self._owned = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._stream: IO[str] = self._owned
+        elif hasattr(destination, "write"):
+            self._stream = destination
+        else:
+            raise _fail("destination", "be a path or a text stream", destination)
+        self._header_written = False
+        if version == 2:
+            self._write_line(self._header)
+
+    def _write_line(self, record: Mapping[str, Any]) -> None:
+        self._stream.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        self._stream.flush()
+        self._header_written = True
+
+    def start_run(
+        self, run_id: str | None = None, *, prompt: Iterable[int] | None = None,
+        prompt_length: int | None = None, target_sampler: Mapping[str, Any] | None = None,
+        draft_sampler: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
+    ) -> RunWriter:
+        """Open a run and write its run record (version 1: the header); returns its writer.
+
+        Args:
+            run_id: the run's id, unique in the file (default: its number, "0", "1", ...);
+                version 1 does not write it.
+            prompt: the prompt's token ids; needed when rows are logits for a sampler with a
+                penalty (the reader rebuilds p from the history).
+            prompt_length: the prompt's length, when `prompt` is not given.
+            target_sampler, draft_sampler: `SamplerConfig` fields by name, needed when that
+                role's rows are logits. Leave `draft_sampler` out when no SamplerConfig
+                describes the drafter's law, and record its rows as probabilities.
+            extra: engine diagnostics for the run (version 2).
+        """
+        if self.version == 1 and self._runs:
+            raise TraceWriteError(f"start_run: a version 1 trace holds one run, and run "
+                                  f"{next(iter(self._runs))!r} was started; write version 2 for "
+                                  "more")
+        identifier = str(len(self._runs)) if run_id is None else run_id
+        if not isinstance(identifier, str) or not _RUN_ID.fullmatch(identifier):
+            raise _fail("run_id", "be 1 to 128 characters of A-Z a-z 0-9 . _ : / -", run_id)
+        if identifier in self._runs:
+            raise _fail("run_id", "be unique in the file", run_id)
+        record: dict[str, Any] = {}
+        if prompt is not None:
+            tokens = _tokens("prompt", prompt, self.vocab_size)
+            if not tokens:
+                raise _fail("prompt", "hold at least one token", prompt)
+            record["prompt"] = tokens
+        if prompt_length is not None:
+            length = _integer("prompt_length", prompt_length, 1)
+            if prompt is not None and length != len(record["prompt"]):
+                raise TraceWriteError(f"prompt_length is {length} but prompt holds "
+                                      f"{len(record['prompt'])} tokens")
+            record["prompt_length"] = length
+        if target_sampler is not None:
+            record["target_sampler"] = _sampler("target_sampler", target_sampler)
+        if draft_sampler is not None:
+            record["draft_sampler"] = _sampler("draft_sampler", draft_sampler)
+        if extra is not None:
+            if self.version == 1:
+                raise TraceWriteError(f"extra is a version 2 field; version 1 has none, got "
+                                      f"{_brief(extra)}")
+            record["extra"] = _json_object("extra", extra)
+        run = RunWriter(self, identifier, record)
+        self._runs[identifier] = run
+        if self.version == 1:
+            self._write_line({**self._header, **record})
+        else:
+            self._write_line({"record": "run", "run": identifier, **record})
+        return run
+
+    def close(self) -> None:
+        """Write the header if nothing was written yet, and close a file this writer opened."""
+        if not self._header_written:
+            self._write_line(self._header)
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RunWriter:
+    """One run of a trace: writes its rounds, numbering them and tracking the position."""
+
+    def __init__(self, trace: TraceWriter, run_id: str, record: Mapping[str, Any]) -> None:
+        self.trace = trace
+        self.run_id = run_id
+        self.rounds = 0
+        """Rounds written so far; the next round's number."""
+        self.position = 0
+        """Tokens the run emitted so far; the next round's position."""
+        self._samplers = {role: record.get(f"{role}_sampler") for role in ("target", "draft")}
+        self._has_prompt = "prompt" in record
+        self._has_length = self._has_prompt or "prompt_length" in record
+
+    def write_round(
+        self, *, rule: str | enum.Enum, draft_tokens: Iterable[int], emitted: Iterable[int],
+        target: Mapping[str, Any], draft: Mapping[str, Any] | None = None,
+        num_accepted: int | None = None,
+        uniforms: Iterable[Iterable[SupportsFloat | None]] | None = None,
+        cache: Mapping[str, int | str] | None = None, stopped: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Validate one round and write it as a line.
+
+        Args:
+            rule: the rule the engine claims, by id (`RULE_IDS`), or an enum whose value is one.
+            draft_tokens: the k drafts, before any padding placeholder.
+            emitted: the 1 to k + 1 tokens the round emitted.
+            target: the target's rows, a block from `probs_block`, `logits_block`,
+                `b64_block` or `sparse_block`: at least len(emitted), at most k + 1 rows.
+            draft: the law each draft was drawn from, at least min(len(emitted), k) and at
+                most k rows; None for a drafter with no distribution.
+            num_accepted: the drafts accepted, when the round was stopped mid-emission.
+            uniforms: k + 1 pairs [accept, draw] in [0, 1); a None entry (version 2) for one
+                the engine did not draw as a uniform.
+            cache: offsets (``target_before`` required); version 2 adds ``target_fed``,
+                ``target_rewind`` and ``draft_rewind``.
+            stopped: the engine cut the emission (end of sequence, token budget).
+            extra: engine diagnostics for the round (version 2), ignored by readers.
+        """
+        trace, version, vocab = self.trace, self.trace.version, self.trace.vocab_size
+        rule_id = rule.value if isinstance(rule, enum.Enum) else rule
+        if not isinstance(rule_id, str) or not rule_id:
+            raise _fail("rule", f"be a rule id such as {RULE_IDS}", rule)
+        drafts = _tokens("draft_tokens", draft_tokens, vocab)
+        tokens = _tokens("emitted", emitted, vocab)
+        k = len(drafts)
+        if not 1 <= len(tokens) <= k + 1:
+            raise TraceWriteError(f"emitted must hold 1 to k + 1 = {k + 1} tokens, got "
+                                  f"{len(tokens)}: {_brief(tokens)}")
+        if not isinstance(stopped, bool):
+            raise _fail("stopped", "be a bool", stopped)
+        record: dict[str, Any] = {"round": self.rounds, "position": self.position,
+                                  "rule": rule_id, "draft_tokens": drafts, "emitted": tokens}
+        if version == 2:
+            record = {"run": self.run_id, **record}
+        if num_accepted is not None:
+            record["num_accepted"] = _integer("num_accepted", num_accepted, 0)
+        # The reader's count of accepted drafts, so that a record it would refuse is refused
+        # here, while the engine can still say which round it was.
+        if not stopped:
+            accepted = len(tokens) - 1
+            if num_accepted is not None and record["num_accepted"] != accepted:
+                raise TraceWriteError(
+                    f"num_accepted is {num_accepted}, but a round that was not stopped and "
+                    f"emitted {len(tokens)} tokens accepted {accepted}")
+        elif num_accepted is not None:
+            accepted = min(record["num_accepted"], len(tokens), k)
+        else:
+            accepted = next((i for i, t in enumerate(tokens) if i >= k or t != drafts[i]),
+                            len(tokens))
+        if tokens[:accepted] != drafts[:accepted]:
+            raise TraceWriteError(f"emitted must start with the {accepted} accepted drafts "
+                                  f"{drafts[:accepted]}, got {tokens}")
+        kinds = {}
+        kinds["target"], record["target"] = _check_block(
+            "target", target, vocab, len(tokens), k + 1,
+            f"a round of {k} drafts emitting {len(tokens)} tokens", trace.check_values)
+        if draft is not None:
+            if k == 0:
+                raise _fail("draft", "be None for a round with no drafts", draft)
+            kinds["draft"], record["draft"] = _check_block(
+                "draft", draft, vocab, min(len(tokens), k), k,
+                f"{k} drafts with {len(tokens)} tokens emitted", trace.check_values)
+        for role, kind in kinds.items():
+            sampler = self._samplers[role]
+            if kind != "logits":
+                continue
+            if sampler is None:
+                raise TraceWriteError(f"{role} holds logits, so start_run needs "
+                                      f"{role}_sampler (the reader rebuilds p with it)")
+            if _reads_history(sampler) and not self._has_prompt:
+                raise TraceWriteError(f"{role} holds logits for a sampler with a penalty, so "
+                                      "start_run needs prompt (the penalty reads the history)")
+        if uniforms is not None:
+            record["uniforms"] = self._uniforms(uniforms, k)
+        if cache is not None:
+            record["cache"] = self._cache(cache)
+        if stopped:
+            record["stopped"] = True
+        if extra is not None:
+            if version == 1:
+                raise TraceWriteError(f"extra is a version 2 field; version 1 has none, got "
+                                      f"{_brief(extra)}")
+            record["extra"] = _json_object("extra", extra)
+        trace._write_line(record)
+        self.rounds += 1
+        self.position += len(tokens)
+
+    def _uniforms(
+        self, uniforms: Iterable[Iterable[SupportsFloat | None]], k: int
+    ) -> list[list[float | None]]:
+        if isinstance(uniforms, str | bytes | Mapping) or not isinstance(uniforms, Iterable):
+            raise _fail("uniforms", f"be [k + 1, 2] = [{k + 1}, 2] numbers", uniforms)
+        pairs = [list(pair) if isinstance(pair, Iterable) else pair for pair in uniforms]
+        if len(pairs) != k + 1 or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise _fail("uniforms", f"be [k + 1, 2] = [{k + 1}, 2] numbers", uniforms)
+        out: list[list[float | None]] = []
+        for i, pair in enumerate(pairs):
+            row: list[float | None] = []
+            for j, value in enumerate(pair):
+                name = f"uniforms[{i}][{j}]"
+                if value is None:
+                    if self.trace.version == 1:
+                        raise TraceWriteError(f"{name} is None: a uniform left unrecorded is a "
+                                              "version 2 feature; in version 1 record all or "
+                                              "pass uniforms=None")
+                    row.append(None)
+                    continue
+                number = _real(name, value)
+                # The reader compares in float32, where 0.99999999 rounds to 1.
+                single = struct.unpack("<f", struct.pack("<f", number))[0]
+                if not 0.0 <= single < 1.0:
+                    raise _fail(name, "lie in [0, 1) as float32", value)
+                row.append(number)
+            out.append(row)
+        return out
+
+    def _cache(self, cache: Mapping[str, int | str]) -> dict[str, int | str]:
+        if not isinstance(cache, Mapping):
+            raise _fail("cache", "be a mapping of offsets", cache)
+        known = _CACHE_V2 if self.trace.version == 2 else _CACHE_V1
+        for key in cache:
+            if key not in known:
+                later = " (a version 2 field)" if key in _CACHE_V2 else ""
+                raise _fail("cache", f"hold only {known}{later}", key)
+        if "target_before" not in cache:
+            raise _fail("cache", "hold target_before", dict(cache))
+        if ("draft_before" in cache) != ("draft_fed" in cache):
+            raise _fail("cache", "hold draft_before and draft_fed together, or neither",
+                        dict(cache))
+        if not self._has_length:
+            raise TraceWriteError("cache offsets need the prompt's length: pass prompt or "
+                                  "prompt_length to start_run")
+        out: dict[str, int | str] = {}
+        for key, value in cache.items():
+            if key.endswith("_rewind"):
+                if value not in _REWINDS:
+                    raise _fail(f"cache[{key!r}]", f"be one of {_REWINDS}", value)
+                out[key] = value
+            else:
+                out[key] = _integer(f"cache[{key!r}]", value, 1 if key == "target_fed" else 0,
+                                    2**63 - 1)
+        return out
