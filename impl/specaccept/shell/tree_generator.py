@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 MAX_TREE_PATHS = 1024
-"""The most root-to-leaf paths (W**D) a round may batch: each is a row of both forwards."""
+"""The most root-to-leaf paths (W to the power D) a round may batch, each a row of both
+forwards."""
 
 
 def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
@@ -112,17 +113,17 @@ class TreeStats:
 
     @property
     def mean_accepted_len(self) -> float:
-        """The ratio accepted / rounds: drafts kept per round."""
+        """The ratio accepted / rounds, the drafts kept per round."""
         return self.accepted / self.rounds if self.rounds else 0.0
 
     @property
     def tokens_per_round(self) -> float:
-        """The ratio generated / rounds: the accepted drafts plus the token after them."""
+        """The ratio generated / rounds, the accepted drafts plus the token after them."""
         return self.generated / self.rounds if self.rounds else 0.0
 
     @property
     def per_node_acceptance(self) -> float:
-        """The ratio accepted / nodes_tested: how often a tested node extends the path."""
+        """The ratio accepted / nodes_tested, how often a tested node extends the path."""
         return self.accepted / self.nodes_tested if self.nodes_tested else 0.0
 
     @property
