@@ -3,7 +3,9 @@ refused in one line that names the option and the value, before any model loads.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +71,28 @@ def test_bad_tree_options_are_one_line_naming_the_option_and_value(
     err = capsys.readouterr().err
     assert message in err, err
     assert len(err.strip().splitlines()[-1:]) == 1 and "Traceback" not in err
+
+
+def test_table_with_a_tree_prints_the_tree_rows_against_the_closed_form(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record = tmp_path / "rows.json"
+    assert main(["table", "--tree", "2x2", "-n", "12", "--temperatures", "0.7", "--rules",
+                 "block", "--prompts", "ROMEO:\n", "--json", str(record)]) == 0
+    out = capsys.readouterr().out
+    row = re.search(r"^\| 0\.7 \| 2x2 \| (\d\.\d{4}) \| (\d\.\d{4}) \| \d\.\d{4} "
+                    r"\| ([-+]\d+\.\d{2}) \|", out, re.M)
+    assert row is not None, out
+    assert abs(float(row.group(3))) < 4
+    trees = [r for r in json.loads(record.read_text("utf-8")) if r.get("kind") == "tree"]
+    assert [r["tree"] for r in trees] == ["2x2"]
+
+
+def test_table_refuses_a_tree_scheme_without_a_closed_form(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["table", "--tree", "2x2", "--tree-scheme", "deterministic", "-n", "4"])
+    assert exit_info.value.code == 2
+    assert "--tree-scheme deterministic: table compares a tree with the closed form of " \
+        "i.i.d. siblings" in capsys.readouterr().err
