@@ -96,3 +96,18 @@ def test_table_refuses_a_tree_scheme_without_a_closed_form(
     assert exit_info.value.code == 2
     assert "--tree-scheme deterministic: table compares a tree with the closed form of " \
         "i.i.d. siblings" in capsys.readouterr().err
+
+
+def test_bench_with_a_tree_compares_it_with_chains_of_as_many_drafts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record = tmp_path / "bench.json"
+    assert main(["bench", "--tree", "2x1", "-n", "8", "--repeats", "1", "--json",
+                 str(record)]) == 0
+    out = capsys.readouterr().out
+    for arm in ("target-only", "tree-2x1-iid", "chain-stochastic-k2", "chain-block-k2",
+                "chain-stochastic-k1", "chain-block-k1"):
+        assert re.search(rf"^\| {arm} \| \d+\.\d\d \|", out, re.M), (arm, out)
+    comparison = json.loads(record.read_text("utf-8"))["tree_comparison"]
+    assert comparison["settings"]["drafted_per_round"] == 2
+    assert 1.0 <= comparison["tokens_per_round"]["tree-2x1-iid"] <= 2.0
