@@ -51,6 +51,7 @@ FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
 CONFORMANCE_POSITIONS = "impl/specaccept/conformance/positions.py"
+TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
 
 
 @dataclass(frozen=True)
@@ -1069,6 +1070,39 @@ MUTANTS: tuple[Mutant, ...] = (
         "distinct_siblings=scheme is TreeScheme.DETERMINISTIC)",
         "repeated siblings accepted without replacement: the repeat's q_j(x) = 0 always passes",
         scope="verify_tree",
+    ),
+    # --- tree speculation (the shell) ------------------------------------------------
+    mutant(
+        "tree-round-keyed-as-the-first", TREE_GENERATOR,
+        "keys = tree_keys(position, parents)",
+        "keys = tree_keys(0, parents)",
+        "every tree round re-reads the first round's coins: drafts, tests and draws repeat",
+        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        scope="TreeSpeculativeGenerator._round",
+    ),
+    mutant(
+        "tree-siblings-drawn-with-replacement", TREE_GENERATOR,
+        "kept = mx.where(drawn, 0.0, q[m]) if j else q[m]",
+        "kept = q[m]",
+        "siblings drafted with replacement but verified as drawn without: the wrong q_j",
+        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        scope="TreeSpeculativeGenerator._draft_children",
+    ),
+    mutant(
+        "tree-keeps-the-first-row", TREE_GENERATOR,
+        "row = (last - level_start) * (paths // width**accepted)",
+        "row = 0 * (last - level_start) * (paths // width**accepted)",
+        "the caches keep the first path's row, not the accepted path's",
+        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        scope="TreeSpeculativeGenerator._round",
+    ),
+    mutant(
+        "tree-drops-the-backfill", TREE_GENERATOR,
+        "return [*[tokens[v] for v in path], next_token], plan.draft_backfill",
+        "return [*[tokens[v] for v in path], next_token], False",
+        "after a full path the drafter never gets the leaf it did not forward",
+        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        scope="TreeSpeculativeGenerator._round",
     ),
     mutant(
         "ceiling-ignores-the-draft-count", TREE,

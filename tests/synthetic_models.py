@@ -4,6 +4,8 @@ A `SyntheticLM` runs like an mlx-lm model: ``model(tokens[None], cache=cache)``
 returns ``[1, T, V]`` logits, `make_cache()` returns one trimmable
 `mlx_lm.models.cache.KVCache`, and ``args.vocab_size`` declares the vocabulary.
 
+A `[B, T]` batch runs each row on its own row of the cache (the rows of a tree's paths).
+
 The model is honest about rewinds: every forward stores the token ids it is fed
 as the cached "keys" (``update_and_fetch`` on ``[1, 1, T, 1]`` arrays, so the
 offset advances exactly as a real model's does), then reads the whole cached
@@ -95,6 +97,8 @@ class SyntheticLM:
         return [KVCache()]
 
     def __call__(self, tokens: mx.array, cache: list[Any] | None = None) -> mx.array:
+        if tokens.ndim == 2 and tokens.shape[0] > 1:
+            return self._batch(tokens, cache)
         fed = tokens.reshape(-1).astype(mx.int32)
         count = fed.shape[0]
         self.forward_sizes.append(count)
@@ -107,6 +111,21 @@ class SyntheticLM:
             context = keys.reshape(-1).astype(mx.int32)
         logits = self.logits_fn(context, count)
         return logits.astype(mx.float32)[None]
+
+    def _batch(self, tokens: mx.array, cache: list[Any] | None) -> mx.array:
+        """A `[B, T]` forward: row b extends row b of the cache, as a batched model's does."""
+        rows, count = tokens.shape
+        self.forward_sizes.append(count)
+        self.last_cache = cache
+        fed = tokens.astype(mx.int32)
+        if cache is None:
+            contexts = fed
+        else:
+            entries = fed.astype(mx.float32).reshape(rows, 1, count, 1)
+            keys, _ = cache[0].update_and_fetch(entries, entries)
+            contexts = keys.reshape(rows, -1).astype(mx.int32)
+        return mx.stack([self.logits_fn(contexts[b], count) for b in range(rows)]).astype(
+            mx.float32)
 
 
 def cached_tokens(cache: list[Any]) -> list[int]:

@@ -111,3 +111,37 @@ def test_repeated_siblings_are_allowed_only_when_iid() -> None:
     for scheme, q in ((TreeScheme.WITHOUT_REPLACEMENT, half), (TreeScheme.DETERMINISTIC, None)):
         with pytest.raises(ValueError, match="draft_tokens"):
             verify_tree(scheme, (-1, -1), half, q, (1, 1), mx.zeros((2,)), mx.zeros((2,)))
+
+
+@pytest.mark.parametrize("scheme", list(TreeScheme))
+def test_tokens_given_as_an_array_verify_as_the_same_python_ints(scheme: TreeScheme) -> None:
+    """A generator drafts the tree lazily: its `[N]` token array gives the verdict the
+    Python ints give, with nothing evaluated before the caller asks."""
+    rng = random.Random(11)
+    parents, vocab = (-1, -1, 0, 0, 1, 1), 4
+    for _ in range(40):
+        target = mx.array([dyadic_law(rng, vocab) for _ in range(7)])
+        draft = None if scheme is TreeScheme.DETERMINISTIC else mx.array(
+            [dyadic_law(rng, vocab) for _ in range(7)])
+        first, second = rng.sample(range(vocab), 2)
+        tokens = [first, second] + [rng.randrange(vocab) for _ in range(4)]
+        if scheme is not TreeScheme.IID:
+            tokens[2:4] = rng.sample(range(vocab), 2)
+            tokens[4:6] = rng.sample(range(vocab), 2)
+        accept = mx.array([rng.randrange(32) / 32 for _ in range(6)])
+        sample = mx.array([rng.randrange(32) / 32 for _ in range(3)])
+        ints = verify_tree(scheme, parents, target, draft, tokens, accept, sample)
+        lazy = verify_tree(scheme, parents, target, draft, mx.array(tokens), accept, sample)
+        assert lazy.num_accepted.item() == ints.num_accepted.item()
+        assert lazy.accepted_nodes.tolist() == ints.accepted_nodes.tolist()
+        assert lazy.next_token.item() == ints.next_token.item()
+
+
+def test_a_token_array_of_the_wrong_shape_or_dtype_is_refused() -> None:
+    half = mx.array([[0.5, 0.5]] * 3)
+    with pytest.raises(ValueError, match=r"draft_tokens must have shape \(2,\)"):
+        verify_tree(TreeScheme.IID, (-1, -1), half, half, mx.array([0, 1, 1]), mx.zeros((2,)),
+                    mx.zeros((2,)))
+    with pytest.raises(TypeError, match="draft_tokens must be an integer array"):
+        verify_tree(TreeScheme.IID, (-1, -1), half, half, mx.array([0.0, 1.0]), mx.zeros((2,)),
+                    mx.zeros((2,)))

@@ -35,6 +35,7 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    add_tree_arguments,
     attention_in_use,
     blas_in_use,
     encode_prompt,
@@ -44,6 +45,7 @@ from specaccept.cli.options import (
     print_invocation,
     progress_bar,
     sampler_config,
+    tree_options,
 )
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.theory import expected_tokens_per_round
@@ -58,8 +60,8 @@ from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import RANDOM_PAIRS
 
 __all__ = [
-    "BenchResult", "BenchSamples", "add_parser", "collect", "render_markdown", "run_benchmark",
-    "summarise",
+    "BenchResult", "BenchSamples", "add_parser", "collect", "render_markdown",
+    "render_tree_markdown", "run_benchmark", "summarise", "tree_comparison",
 ]
 
 SPECULATIVE_RULES: tuple[RuleChoice, ...] = ("stochastic", "sampler-match", "block")
@@ -90,6 +92,7 @@ def add_parser(commands: Any) -> None:
     bench.add_argument(
         "--json", dest="json_path", type=output_path, help="also write the results to this file"
     )
+    add_tree_arguments(bench)
     bench.set_defaults(handler=run_benchmark)
 
 
@@ -154,7 +157,18 @@ class BenchSamples:
 def run_benchmark(args: argparse.Namespace) -> int:
     """Run every arm, print Markdown to stdout, and write JSON when asked."""
     config = sampler_config(args)
+    tree = tree_options(args)
     pair, prompt = _pair_and_prompt(args, config)
+    if tree is not None:
+        comparison = tree_comparison(args, pair, prompt, config, *tree)
+        print_invocation(args)
+        print(render_tree_markdown(comparison))
+        if args.json_path:
+            with open(args.json_path, "w", encoding="utf-8") as handle:
+                json.dump({"command": getattr(args, "invocation", None),
+                           "tree_comparison": comparison}, handle, indent=2)
+                handle.write("\n")
+        return 0
     paths = {"": True, "-core": False} if args.core_arms else {"": True}
     generators = {
         f"{rule}{suffix}": SpeculativeGenerator(
@@ -295,6 +309,101 @@ def collect(
         python_loop=python_loop, breakdown=breakdown, agreement=pair_agreement,
         kernels=kernels,
     )
+
+
+def tree_comparison(
+    args: argparse.Namespace, pair: Any, prompt: list[int], config: SamplerConfig,
+    width: int, depth: int, scheme: str,
+) -> dict[str, Any]:
+    """A tree against chains drafting as many tokens per round, interleaved repeat by repeat.
+
+    Arms: target-only, the tree, and the stochastic and block chains at k = N (the tree's
+    drafted tokens per round) and at k = D (its depth); medians over the repeats of
+    tokens/s and tokens/round, and tokens/s over target-only repeat by repeat.
+    """
+    from specaccept.core.tree import TreeScheme
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator, full_tree_parents
+
+    n, seed = args.max_tokens, args.seed
+    drafted = len(full_tree_parents(width, depth))
+    tree_name = f"tree-{width}x{depth}-{scheme}"
+    tree_generator = TreeSpeculativeGenerator(
+        pair.target, pair.drafter, config, width=width, depth=depth, scheme=TreeScheme(scheme))
+    chains = {
+        f"chain-{rule}-k{k}": SpeculativeGenerator(
+            pair.target, pair.drafter, config, num_draft_tokens=k, rule=rule)
+        for k in dict.fromkeys((drafted, depth)) for rule in ("stochastic", "block")
+    }
+    per_round: dict[str, list[float]] = {name: [] for name in (tree_name, *chains)}
+
+    def tree_arm(seed: int) -> int:
+        run = tree_generator.generate(prompt, n, seed=seed)
+        count = sum(len(b) for b in run)
+        per_round[tree_name].append(run.stats.tokens_per_round)
+        return count
+
+    def chain_arm(name: str) -> Callable[[int], int]:
+        def arm(seed: int) -> int:
+            run = chains[name].generate(prompt, n, seed=seed)
+            count = sum(len(b) for b in run)
+            per_round[name].append(run.stats.generated / run.stats.rounds)
+            return count
+        return arm
+
+    arms: dict[str, Callable[[int], int]] = {
+        "target-only": lambda seed: sum(
+            1 for _ in target_only_generate(pair.target, prompt, config, n, seed=seed)),
+        tree_name: tree_arm,
+        **{name: chain_arm(name) for name in chains},
+    }
+    rates: dict[str, list[float]] = {name: [] for name in arms}
+    names = list(arms)
+    progress = progress_bar(len(arms) * (args.repeats + 1), "bench --tree",
+                            quiet=args.json_path is not None)
+    for repeat in range(args.repeats + 1):  # repeat 0 warms up and is discarded
+        for name in names[repeat % len(names):] + names[: repeat % len(names)]:
+            start = time.perf_counter()
+            count = arms[name](seed + repeat)
+            elapsed = time.perf_counter() - start
+            if repeat:
+                rates[name].append(count / elapsed)
+            elif name in per_round:
+                per_round[name].clear()
+            progress.update()
+    progress.close()
+    return {
+        "settings": {"tree": f"{width}x{depth}", "scheme": scheme, "drafted_per_round": drafted,
+                     "max_tokens": n, "temperature": config.temperature, "seed": seed,
+                     "repeats": args.repeats, "device": str(mx.default_device()),
+                     "mlx": mlx_version(), "blas": blas_in_use()},
+        "tokens_per_second": {name: statistics.median(v) for name, v in rates.items()},
+        "tokens_per_round": {name: statistics.median(v) for name, v in per_round.items()},
+        "over_target_only": {
+            name: _per_repeat(rates[name], rates["target-only"]) for name in per_round},
+    }
+
+
+def render_tree_markdown(comparison: dict[str, Any]) -> str:
+    """The tree comparison as Markdown: its settings line, then one row per arm."""
+    s = comparison["settings"]
+    lines = [
+        f"Tree {s['tree']} ({s['scheme']}, {s['drafted_per_round']} drafted tokens per round) "
+        f"against chains of as many drafts and of its depth: {s['max_tokens']} tokens, "
+        f"temperature={s['temperature']}, seeds {s['seed']}..{s['seed'] + s['repeats']}, "
+        f"{s['repeats']} interleaved repeats (medians; the first, warm-up, discarded); device "
+        f"{s['device']}, mlx {s['mlx']}, BLAS: {s['blas']}",
+        "",
+        "| arm | tokens/s | tokens/round | tokens/s over target-only [median, min, max] |",
+        "|---|---:|---:|---|",
+    ]
+    rates = comparison["tokens_per_second"]
+    for name, rate in rates.items():
+        per_round = comparison["tokens_per_round"].get(name)
+        ratio = comparison["over_target_only"].get(name)
+        lines.append(
+            f"| {name} | {rate:.2f} | {'' if per_round is None else f'{per_round:.3f}'} | "
+            f"{'' if ratio is None else ', '.join(f'{x:.3f}' for x in ratio)} |")
+    return "\n".join(lines)
 
 
 def _per_repeat(numerators: list[float], denominators: list[float]) -> list[float]:

@@ -13,9 +13,11 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    add_tree_arguments,
     diagnostics_enabled,
     encode_prompt,
     sampler_config,
+    tree_options,
 )
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, RULE_CHOICES, STOCHASTIC_ACCEPT_ENV
 
@@ -41,6 +43,7 @@ def add_parser(commands: Any) -> None:
         "block: the round's drafts verified jointly; stochastic and sampler-match: "
         "token by token",
     )
+    add_tree_arguments(generate)
     generate.add_argument("--no-draft", action="store_true", help="target only, for A/B")
     generate.add_argument("--diag", action="store_true", help="report the closed forms")
     generate.add_argument(
@@ -58,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from specaccept.shell.loading import load_pair
 
     config = sampler_config(args)
+    tree = tree_options(args)
+    if tree is not None and args.diag and tree[2] != "iid":
+        raise ValueError(
+            f"--diag with --tree reports the closed form of i.i.d. siblings: it needs "
+            f"--tree-scheme iid, got --tree-scheme {tree[2]}")
     pair = load_pair(args.model, args.draft_model, with_drafter=not args.no_draft)
     tokenizer = pair.tokenizer
     prompt = encode_prompt(tokenizer, args.prompt, chat_template=args.chat_template)
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     count = 0
     interrupted = False
-    run = None
+    run: Any = None
     try:
         if pair.drafter is None:
             for token in target_only_generate(
@@ -90,6 +98,20 @@ def run(args: argparse.Namespace) -> int:
             ):
                 stream([token])
                 count += 1
+        elif tree is not None:
+            from specaccept.core.tree import TreeScheme
+            from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+            width, depth, scheme = tree
+            tree_generator = TreeSpeculativeGenerator(
+                pair.target, pair.drafter, config, width=width, depth=depth,
+                scheme=TreeScheme(scheme), eos_token_ids=eos, check_caches=args.check_caches,
+                diagnostics=diagnostics_enabled(args.diag) and scheme == "iid",
+            )
+            run = tree_generator.generate(prompt, args.max_tokens, seed=args.seed)
+            for block in run:
+                stream(block)
+                count += len(block)
         else:
             generator = SpeculativeGenerator(
                 pair.target, pair.drafter, config,

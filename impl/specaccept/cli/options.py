@@ -22,9 +22,11 @@ from specaccept.core.sampler_config import SamplerConfig
 __all__ = [
     "DEFAULT_PROMPT",
     "DIAG_ENV",
+    "TREE_SCHEMES",
     "add_model_arguments",
     "add_run_arguments",
     "add_sampler_arguments",
+    "add_tree_arguments",
     "blas_in_use",
     "diagnostics_enabled",
     "encode_prompt",
@@ -35,6 +37,8 @@ __all__ = [
     "print_invocation",
     "progress_bar",
     "sampler_config",
+    "tree_options",
+    "tree_size",
 ]
 
 DEFAULT_PROMPT = "ROMEO:\n"
@@ -55,6 +59,70 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
+"""The `--tree-scheme` values: `TreeScheme`'s, spelt here so that parsing imports no core."""
+
+
+def tree_size(text: str) -> tuple[int, int]:
+    """An argparse type: WIDTHxDEPTH, two integers >= 1 (``2x3``), at most 1024 paths."""
+    from specaccept.shell.tree_generator import MAX_TREE_PATHS
+
+    width_text, cross, depth_text = text.strip().lower().partition("x")
+    try:
+        width, depth = int(width_text), int(depth_text)
+    except ValueError:
+        width = depth = 0
+    if not cross or width < 1 or depth < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be WIDTHxDEPTH, two integers >= 1 such as 2x3, got {text!r}")
+    if width**depth > MAX_TREE_PATHS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has {width}**{depth} = {width**depth} root-to-leaf paths, each a row "
+            f"of the target's batched forward; at most {MAX_TREE_PATHS} are allowed")
+    return width, depth
+
+
+def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
+    """--tree WIDTHxDEPTH and --tree-scheme: tree speculation instead of a chain of drafts."""
+    group = parser.add_argument_group("tree speculation (instead of a chain of k drafts)")
+    group.add_argument(
+        "--tree", type=tree_size, metavar="WIDTHxDEPTH",
+        help="draft WIDTH children under every node down to DEPTH; the target verifies "
+        "every root-to-leaf path in one batched forward (e.g. 2x3)")
+    group.add_argument(
+        "--tree-scheme", choices=TREE_SCHEMES, default=None,
+        help="how siblings are drafted: iid (the default: independently from the "
+        "drafter's law), without-replacement, or deterministic (the drafter's top WIDTH)")
+
+
+def tree_options(args: argparse.Namespace) -> tuple[int, int, str] | None:
+    """(width, depth, scheme) when --tree is given, None for a chain; a ValueError names a
+    flag that does not combine with it."""
+    scheme = getattr(args, "tree_scheme", None)
+    if args.tree is None:
+        if scheme is not None:
+            raise ValueError(f"--tree-scheme {scheme} needs --tree WIDTHxDEPTH")
+        return None
+    chain_only = "a tree needs a drafter and is decided by verify_tree, not a chain's rule"
+    no_history = "a node's sampler does not see its path, so it may not read the history"
+    conflicts = [
+        ("--no-draft", getattr(args, "no_draft", False), chain_only),
+        (f"--rule {getattr(args, 'rule', 'auto')}", getattr(args, "rule", "auto") != "auto",
+         chain_only),
+        (f"--repetition-penalty {args.repetition_penalty}", args.repetition_penalty != 1.0,
+         no_history),
+        (f"--frequency-penalty {args.frequency_penalty}", args.frequency_penalty != 0.0,
+         no_history),
+        (f"--presence-penalty {args.presence_penalty}", args.presence_penalty != 0.0,
+         no_history),
+    ]
+    for flag, given, why in conflicts:
+        if given:
+            raise ValueError(
+                f"--tree {args.tree[0]}x{args.tree[1]} does not combine with {flag}: {why}")
+    return args.tree[0], args.tree[1], scheme or "iid"
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    add_tree_arguments,
     blas_in_use,
     encode_prompt,
     output_path,
@@ -19,6 +20,7 @@ from specaccept.cli.options import (
     print_invocation,
     progress_bar,
     sampler_config,
+    tree_options,
 )
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.shell.generator import RuleChoice
@@ -26,10 +28,13 @@ from specaccept.shell.generator import RuleChoice
 __all__ = [
     "DEFAULT_PROMPTS",
     "TableRow",
+    "TreeTableRow",
     "add_parser",
     "measure_rows",
+    "measure_tree_rows",
     "measurement_table",
     "render_markdown",
+    "render_tree_markdown",
 ]
 
 DEFAULT_PROMPTS = ("ROMEO:\n", "First Citizen:\n", "KING RICHARD III:\n", "JULIET:\nO, ")
@@ -67,6 +72,26 @@ class TableRow:
     """Whether the rule decides per position, so the per-position columns test it."""
 
 
+@dataclass(frozen=True)
+class TreeTableRow:
+    """One temperature of `--tree`, pooled over the prompts: per tested node, i.i.d. siblings."""
+
+    temperature: float
+    tree: str
+    """WIDTHxDEPTH."""
+    per_node_acceptance: float
+    closed_form_per_node: float
+    """`iid_siblings_acceptance` of each tested node's laws, averaged over the tested nodes."""
+    standard_error: float
+    """sqrt(Σ a(1 - a)) / nodes_tested, exact given each node's laws."""
+    z_score: float
+    mean_accepted_len: float
+    tokens_per_round: float
+    nodes_tested: int
+    rounds: int
+    generated: int
+
+
 def add_parser(commands: Any) -> None:
     """Register `table` on the subparsers action `commands`."""
     table: argparse.ArgumentParser = commands.add_parser(
@@ -90,6 +115,7 @@ def add_parser(commands: Any) -> None:
     table.add_argument(
         "--json", dest="json_path", type=output_path, help="also write the rows to this file"
     )
+    add_tree_arguments(table)
     table.set_defaults(handler=measurement_table)
 
 
@@ -192,6 +218,75 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     return rows
 
 
+def measure_tree_rows(args: argparse.Namespace, width: int, depth: int) -> list[TreeTableRow]:
+    """Run every (temperature, prompt) as a tree of i.i.d. siblings and pool per temperature."""
+    from specaccept.core.tree import TreeScheme
+    from specaccept.shell.loading import load_pair
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator, TreeStats
+
+    pair = load_pair(args.model, args.draft_model)
+    encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in _prompts(args)]
+    runs = [prompt for _ in range(args.repeats) for prompt in encoded]
+    progress = progress_bar(len(args.temperatures) * len(runs), "table --tree",
+                            quiet=args.json_path is not None)
+    rows = []
+    for temperature in args.temperatures:
+        generator = TreeSpeculativeGenerator(
+            pair.target, pair.drafter, sampler_config(args, temperature=temperature),
+            width=width, depth=depth, scheme=TreeScheme.IID, diagnostics=True)
+        pooled = TreeStats(TreeScheme.IID, width, depth, diagnostics=True)
+        for run_number, prompt in enumerate(runs):
+            generation = generator.generate(prompt, args.max_tokens, seed=args.seed + run_number)
+            for _ in generation:
+                pass
+            run = generation.stats
+            pooled.rounds += run.rounds
+            pooled.nodes_tested += run.nodes_tested
+            pooled.accepted += run.accepted
+            pooled.generated += run.generated
+            pooled.closed_form_total += run.closed_form_total
+            pooled.closed_form_variance_total += run.closed_form_variance_total
+            progress.set_postfix_str(f"T={temperature} tree {width}x{depth}")
+            progress.update()
+        nodes = pooled.nodes_tested
+        rows.append(TreeTableRow(
+            temperature=temperature,
+            tree=f"{width}x{depth}",
+            per_node_acceptance=pooled.per_node_acceptance,
+            closed_form_per_node=pooled.closed_form_per_node,
+            standard_error=math.sqrt(pooled.closed_form_variance_total) / nodes if nodes else 0.0,
+            z_score=pooled.acceptance_z,
+            mean_accepted_len=pooled.mean_accepted_len,
+            tokens_per_round=pooled.tokens_per_round,
+            nodes_tested=nodes,
+            rounds=pooled.rounds,
+            generated=pooled.generated,
+        ))
+    progress.close()
+    return rows
+
+
+def render_tree_markdown(rows: list[TreeTableRow]) -> str:
+    """The `--tree` rows as a Markdown table, one row per temperature."""
+    lines = [
+        "Tree speculation, i.i.d. siblings, per tested node (the root, then each accepted "
+        "node above the tree's depth): measured acceptance against the closed form "
+        "1 - Π_j (1 - Σ min(r_j, q)) of the node's laws:",
+        "",
+        "| temperature | tree | per_node_acceptance | closed form | ± s.e. | z "
+        "| mean_accepted_len | tokens_per_round | nodes_tested | rounds |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.temperature:g} | {r.tree} | {r.per_node_acceptance:.4f} "
+            f"| {r.closed_form_per_node:.4f} | {r.standard_error:.4f} | {r.z_score:+.2f} "
+            f"| {r.mean_accepted_len:.4f} | {r.tokens_per_round:.4f} | {r.nodes_tested} "
+            f"| {r.rounds} |"
+        )
+    return "\n".join(lines)
+
+
 def render_markdown(rows: list[TableRow]) -> str:
     """The rows as two Markdown tables: per position, then per round."""
     lines = [
@@ -235,7 +330,13 @@ def measurement_table(args: argparse.Namespace) -> int:
     """Print the table to stdout, and write JSON when asked."""
     import mlx.core as mx
 
+    tree = tree_options(args)
+    if tree is not None and tree[2] != "iid":
+        raise ValueError(
+            f"--tree-scheme {tree[2]}: table compares a tree with the closed form of i.i.d. "
+            "siblings, so it needs --tree-scheme iid")
     rows = measure_rows(args)
+    tree_rows = measure_tree_rows(args, tree[0], tree[1]) if tree is not None else []
     prompts = _prompts(args)
     print_invocation(args)
     last_seed = args.seed + len(prompts) * args.repeats - 1
@@ -249,8 +350,12 @@ def measurement_table(args: argparse.Namespace) -> int:
         "given each round's drafts.\n"
     )
     print(render_markdown(rows))
+    if tree_rows:
+        print("\n" + render_tree_markdown(tree_rows))
     if args.json_path:
+        records: list[dict[str, Any]] = [asdict(r) for r in rows]
+        records += [{"kind": "tree", **asdict(r)} for r in tree_rows]
         with open(args.json_path, "w", encoding="utf-8") as handle:
-            json.dump([asdict(r) for r in rows], handle, indent=2)
+            json.dump(records, handle, indent=2)
             handle.write("\n")
     return 0

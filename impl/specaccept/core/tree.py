@@ -111,7 +111,9 @@ class TreeVerdict(NamedTuple):
     """The token after the path, a 0-d int32, drawn from the residual at the last node."""
 
 
-def _proposal(scheme: TreeScheme, q: mx.array, tokens: Sequence[int], j: int) -> mx.array:
+def _proposal(
+    scheme: TreeScheme, q: mx.array, tokens: Sequence[int | mx.array], j: int
+) -> mx.array:
     """The law child j of a node was drafted from, given siblings 0..j-1 were drafted first."""
     vocab_size = q.shape[-1]
     if scheme is TreeScheme.DETERMINISTIC:
@@ -126,6 +128,16 @@ def _proposal(scheme: TreeScheme, q: mx.array, tokens: Sequence[int], j: int) ->
     return mx.where(mass > 0, kept / mx.where(mass > 0, mass, 1.0), kept)
 
 
+def _token_array(value: mx.array, size: int) -> mx.array:
+    """Draft tokens given as an array: a `[N]` integer array, its shape and dtype checked."""
+    if not mx.issubdtype(value.dtype, mx.integer):
+        raise TypeError(f"draft_tokens must be an integer array, got {value.dtype}")
+    if tuple(value.shape) != (size,):
+        raise ValueError(
+            f"draft_tokens must have shape ({size},), one token per node, got {tuple(value.shape)}")
+    return value.astype(mx.int32)
+
+
 def _entry(values: mx.array, index: mx.array) -> mx.array:
     """``values[index]`` for a 1-d int32 `values` and a 0-d `index`, as a masked sum: array
     indexing by an array loses the batch axis under ``mx.vmap`` (MLX 0.32), and engines
@@ -138,7 +150,7 @@ def verify_tree(
     parents: Sequence[int],
     target_probs: mx.array,
     draft_probs: mx.array | None,
-    draft_tokens: Sequence[int],
+    draft_tokens: Sequence[int] | mx.array,
     accept_uniforms: mx.array,
     sample_uniforms: mx.array,
 ) -> TreeVerdict:
@@ -160,6 +172,9 @@ def verify_tree(
         target_probs: `[N+1, V]` float32.
         draft_probs: `[N+1, V]` float32, or None under `DETERMINISTIC`.
         draft_tokens: N Python ints in [0, V); distinct among siblings except under `IID`.
+            Or a `[N]` integer array, whose values are then a documented precondition,
+            not checked: reading them would force an evaluation, and a generator that
+            drafts the tree lazily verifies it in the round's one synchronisation.
         accept_uniforms: `[N]` float, node i's accept test.
         sample_uniforms: `[D+1]` float, the draw at depth d (D the tree's depth).
 
@@ -172,16 +187,22 @@ def verify_tree(
     """
     if not isinstance(scheme, TreeScheme):
         raise TypeError(f"scheme must be a TreeScheme, got {type(scheme).__name__} {scheme!r}")
-    shape = tree_shape(parents, draft_tokens,
-                       distinct_siblings=scheme is not TreeScheme.IID)
+    if isinstance(draft_tokens, mx.array):
+        token_array = _token_array(draft_tokens, len(parents))
+        shape = tree_shape(parents, [0] * token_array.shape[0], distinct_siblings=False)
+        node_tokens: list[int | mx.array] = [token_array[i] for i in range(token_array.shape[0])]
+    else:
+        shape = tree_shape(parents, draft_tokens,
+                           distinct_siblings=scheme is not TreeScheme.IID)
+        node_tokens = list(draft_tokens)
     size, depth = len(parents), max(shape.depths)
     target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
     vocab_size = target_probs.shape[1]
     if target_probs.shape[0] != size + 1:
         raise ValueError(f"target_probs must be [N+1, V] = [{size + 1}, V] for {size} nodes, "
                          f"got {tuple(target_probs.shape)}")
-    for i, token in enumerate(draft_tokens):
-        if token >= vocab_size:
+    for i, token in enumerate(node_tokens):
+        if isinstance(token, int) and token >= vocab_size:
             raise ValueError(f"draft_tokens[{i}] must lie in [0, {vocab_size}), got {token}")
     if scheme is TreeScheme.DETERMINISTIC:
         if draft_probs is not None:
@@ -204,7 +225,7 @@ def verify_tree(
     residuals: list[mx.array] = []
     for index, kids in enumerate(shape.children):
         r = target_probs[index]
-        tokens = [draft_tokens[c] for c in kids]
+        tokens = [node_tokens[c] for c in kids]
         chosen = mx.array(-1, dtype=mx.int32)
         for j, child in enumerate(kids):
             q_j = _proposal(scheme, q_rows[index], tokens, j)

@@ -1,0 +1,531 @@
+"""Tree speculation: the drafter proposes a full tree, the target keeps one root path of it.
+
+A round of width W and depth D drafts W children under every node, level by level, down
+to depth D (N = W + W**2 + ... + W**D nodes, in breadth-first order: `full_tree_parents`),
+with the siblings drawn as the scheme says (`TreeScheme`). The target verifies the
+whole tree in ONE forward by batching its W**D root-to-leaf paths: row l of the batch
+is ``[current, the path to leaf l]``, on a copy of the target's cache, so each path sees
+the positions and the causal mask of a chain and any mlx-lm model runs it unchanged
+(docs/generator.md records why not a tree-attention mask). `verify_tree` decides; the
+accepted path's row of each cache is kept, trimmed as `rewind_trim` plans, and the
+round's values are read back in one host synchronisation.
+
+The drafter runs batched the same way: its first forward (the current token and any
+owed backfill) is one row, then the cache is copied to W**D rows and level d feeds each
+row its path's node at depth d. Every row below one node computes that node's law; the
+first such row is read.
+
+Uniforms are keyed as `tree_keys` names them: node i's draft and accept test by (the
+round's first output position, i), the draw after a path of length d by the absolute
+position round_position + d, so every round reads fresh keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+
+from specaccept.core import randomness
+from specaccept.core.randomness import SAMPLE, position_uniform
+from specaccept.core.rewind import rewind_trim
+from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
+from specaccept.core.tree import TreeScheme, iid_siblings_acceptance, tree_keys, verify_tree
+from specaccept.shell.generator import CacheInvariantError, NonFiniteLogitsError, vocab_size_of
+
+__all__ = [
+    "MAX_TREE_PATHS",
+    "TreeRun",
+    "TreeSpeculativeGenerator",
+    "TreeStats",
+    "full_tree_parents",
+]
+
+MAX_TREE_PATHS = 1024
+"""The most root-to-leaf paths (W to the power D) a round may batch, each a row of both
+forwards."""
+
+
+def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
+    """The parent array of the full tree of `width` children per node down to `depth`.
+
+    Breadth-first: level d's W**d nodes follow level d - 1's, and the children of a
+    level's node m are its next level's nodes m * W .. m * W + W - 1.
+
+    >>> full_tree_parents(2, 2)
+    (-1, -1, 0, 0, 1, 1)
+    >>> full_tree_parents(1, 3)
+    (-1, 0, 1)
+    """
+    _check_width_and_depth(width, depth)
+    parents: list[int] = []
+    level_start, previous_start = 0, -1
+    for level in range(1, depth + 1):
+        for m in range(width**level):
+            parents.append(-1 if level == 1 else previous_start + m // width)
+        previous_start, level_start = level_start, level_start + width**level
+    return tuple(parents)
+
+
+def _check_width_and_depth(width: object, depth: object) -> None:
+    for name, value in (("width", width), ("depth", depth)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"tree {name} must be an int >= 1, got {value!r}")
+    assert isinstance(width, int) and isinstance(depth, int)
+    if width**depth > MAX_TREE_PATHS:
+        raise ValueError(
+            f"a tree of width {width} and depth {depth} has {width**depth} root-to-leaf paths, "
+            f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed"
+        )
+
+
+@dataclass
+class TreeStats:
+    """Counters of one tree run.
+
+    A node is *tested* when the accepted path reaches it and it has children: the round
+    tests the root, then each accepted node above depth D. Each test passes (the path
+    grows by one) or ends the round.
+    """
+
+    scheme: TreeScheme
+    width: int
+    depth: int
+    rounds: int = 0
+    drafted: int = 0
+    nodes_tested: int = 0
+    accepted: int = 0
+    generated: int = 0
+    host_syncs: int = 0
+    diagnostics: bool = False
+    closed_form_total: float = 0.0
+    """Σ over tested nodes of P(the node accepts a child | the path so far), i.i.d. drafts:
+    `iid_siblings_acceptance` of the node's target and drafter laws."""
+    closed_form_variance_total: float = 0.0
+    """Σ over tested nodes of a(1 - a), a the node's closed-form acceptance."""
+
+    @property
+    def mean_accepted_len(self) -> float:
+        """The ratio accepted / rounds, the drafts kept per round."""
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """The ratio generated / rounds, the accepted drafts plus the token after them."""
+        return self.generated / self.rounds if self.rounds else 0.0
+
+    @property
+    def per_node_acceptance(self) -> float:
+        """The ratio accepted / nodes_tested, how often a tested node extends the path."""
+        return self.accepted / self.nodes_tested if self.nodes_tested else 0.0
+
+    @property
+    def closed_form_per_node(self) -> float:
+        """The closed-form acceptance averaged over the tested nodes (diagnostics, i.i.d.)."""
+        return self.closed_form_total / self.nodes_tested if self.nodes_tested else 0.0
+
+    @property
+    def acceptance_z(self) -> float:
+        """(accepted - Σ a) / sqrt(Σ a(1 - a)) over the tested nodes (diagnostics, i.i.d.).
+
+        Given the path so far, a tested node's test passes with its closed-form
+        probability a, so the numerator is a martingale with that variance: a lossless
+        i.i.d. tree reads a z within 4 of zero.
+        """
+        difference = self.accepted - self.closed_form_total
+        if self.closed_form_variance_total > 0:
+            return float(difference / math.sqrt(self.closed_form_variance_total))
+        return 0.0 if abs(difference) < 1e-6 else math.copysign(math.inf, difference)
+
+    def summary_line(self) -> str:
+        """The one-line summary of the run, in the chain summary's key=value form."""
+        line = (
+            f"[Tree speculation] scheme={self.scheme.value} tree={self.width}x{self.depth} "
+            f"rounds={self.rounds} drafted={self.drafted} nodes_tested={self.nodes_tested} "
+            f"accepted={self.accepted} per_node_acceptance={self.per_node_acceptance:.4f} "
+            f"mean_accepted_len={self.mean_accepted_len:.4f} "
+            f"tokens_per_round={self.tokens_per_round:.4f}"
+        )
+        if self.diagnostics:
+            line += (f" closed_form_per_node={self.closed_form_per_node:.4f}"
+                     f" acceptance_z={self.acceptance_z:.2f}")
+        return line
+
+
+class TreeRun(Iterator[list[int]]):
+    """One tree run: iterating it yields the tokens each round emits; `stats` counts them."""
+
+    def __init__(self, blocks: Iterator[list[int]], stats: TreeStats) -> None:
+        self.stats = stats
+        self._blocks = blocks
+
+    def __iter__(self) -> TreeRun:
+        return self
+
+    def __next__(self) -> list[int]:
+        return next(self._blocks)
+
+
+def _make_cache(model: Any, name: str) -> list[Any]:
+    from mlx_lm.models.cache import KVCache, make_prompt_cache
+
+    cache: list[Any] = make_prompt_cache(model)
+    kinds = sorted({type(c).__name__ for c in cache if type(c) is not KVCache})
+    if kinds:
+        # A round copies each layer's keys and values to one row per path and keeps one
+        # row back: that needs the plain (keys, values) layout of KVCache.
+        raise ValueError(
+            f"{name} must use mlx-lm's plain KVCache in every layer for tree speculation, "
+            f"got {kinds}"
+        )
+    return cache
+
+
+def _offset(cache: list[Any]) -> int:
+    return int(cache[0].offset)
+
+
+def _copy_to_rows(cache: list[Any], rows: int) -> None:
+    """Give every layer `rows` identical rows of its cached keys and values."""
+    for layer in cache:
+        if layer.keys is not None:
+            layer.keys = mx.repeat(layer.keys[..., : layer.offset, :], rows, axis=0)
+            layer.values = mx.repeat(layer.values[..., : layer.offset, :], rows, axis=0)
+
+
+def _keep_row(cache: list[Any], row: int, entries: int) -> None:
+    """Keep one row of every layer, and its first `entries` entries: the accepted path."""
+    for layer in cache:
+        layer.keys = layer.keys[row : row + 1, :, :entries, :]
+        layer.values = layer.values[row : row + 1, :, :entries, :]
+        layer.offset = entries
+
+
+def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None:
+    body = tokens[:-1]
+    for start in range(0, len(body), step):
+        model(mx.array(body[start : start + step])[None], cache=cache)
+        mx.eval([c.state for c in cache])
+
+
+def _row_is_invalid(logits: mx.array, probs: mx.array) -> mx.array:
+    """Per row: NaN or +inf logits, -inf everywhere, or a law with no finite mass."""
+    bad_logits = (mx.isnan(logits) | (logits == float("inf"))).any(axis=-1)
+    all_masked = (logits == float("-inf")).all(axis=-1)
+    no_mass = ~(mx.isfinite(probs).all(axis=-1) & (probs.sum(axis=-1) > 0))
+    return bad_logits | all_masked | no_mass
+
+
+@dataclass
+class TreeSpeculativeGenerator:
+    """Tree speculative decoding of `target` with `drafter`, lossless under every scheme.
+
+    Args:
+        target, drafter: mlx-lm models with the same vocabulary, whose prompt caches are
+            mlx-lm's plain `KVCache` in every layer.
+        target_config: the target's sampler; it defines the output law.
+        draft_config: the drafter's sampler (default: the target's).
+        width: children per node (>= 1); `depth`: the tree's depth (>= 1). A round
+            drafts W + ... + W**D tokens and batches W**D paths (at most `MAX_TREE_PATHS`).
+        scheme: how siblings are drafted: i.i.d. from the drafter's law, without
+            replacement from it, or the top-W ids of it (deterministic).
+        eos_token_ids: generation stops at the first of these emitted.
+        check_caches: after every round, assert both cache offsets equal the number
+            of tokens before the next current token.
+        diagnostics: accumulate, over the tested nodes, the closed-form acceptance of
+            i.i.d. siblings (`iid_siblings_acceptance`); only under the i.i.d. scheme.
+        prefill_step_size: prompt tokens per prefill forward.
+
+    Samplers that read the history (repetition penalties, DRY) are refused: a node's
+    law would read its own path, which the batched rows do not carry.
+    """
+
+    target: Any
+    drafter: Any
+    target_config: SamplerConfig
+    draft_config: SamplerConfig | None = None
+    width: int = 2
+    depth: int = 3
+    scheme: TreeScheme = TreeScheme.IID
+    eos_token_ids: frozenset[int] = field(default_factory=frozenset)
+    check_caches: bool = False
+    diagnostics: bool = False
+    prefill_step_size: int = 512
+
+    def __post_init__(self) -> None:
+        for name, model in (("target", self.target), ("drafter", self.drafter)):
+            if not callable(model):
+                raise TypeError(f"{name} must be a model, callable as model(tokens, cache="
+                                f"cache), got {type(model).__name__}")
+        if not isinstance(self.target_config, SamplerConfig):
+            raise TypeError(f"target_config must be a SamplerConfig, got "
+                            f"{type(self.target_config).__name__}")
+        if self.draft_config is None:
+            self.draft_config = self.target_config
+        if not isinstance(self.draft_config, SamplerConfig):
+            raise TypeError(f"draft_config must be a SamplerConfig, got "
+                            f"{type(self.draft_config).__name__}")
+        _check_width_and_depth(self.width, self.depth)
+        if not isinstance(self.scheme, TreeScheme):
+            raise TypeError(f"scheme must be a TreeScheme, got {self.scheme!r}")
+        for name, config in (("target_config", self.target_config),
+                             ("draft_config", self.draft_config)):
+            if config.uses_history:
+                raise ValueError(
+                    f"{name} reads the history (repetition penalties or DRY): tree "
+                    "speculation does not carry each node's path into its sampler")
+        if (self.scheme is TreeScheme.WITHOUT_REPLACEMENT and self.width > 1
+                and self.draft_config.is_greedy):
+            raise ValueError(
+                "scheme without-replacement needs a drafter law with at least width "
+                f"({self.width}) tokens, but draft_config is greedy (one token); use the "
+                "deterministic scheme for greedy drafts")
+        if self.diagnostics and self.scheme is not TreeScheme.IID:
+            raise ValueError(
+                f"diagnostics hold the closed form of i.i.d. siblings only, got scheme "
+                f"{self.scheme.value}")
+        self.eos_token_ids = frozenset(self.eos_token_ids)
+        self.vocab_size = vocab_size_of(self.target)
+        draft_vocab = vocab_size_of(self.drafter)
+        if draft_vocab != self.vocab_size:
+            raise ValueError(
+                f"drafter vocabulary ({draft_vocab}) differs from the target's "
+                f"({self.vocab_size}): speculative decoding needs one shared vocabulary")
+        _make_cache(self.target, "target")
+        _make_cache(self.drafter, "drafter")
+
+    def generate(self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0) -> TreeRun:
+        """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
+
+        The round that starts at output position n reads the keys ``tree_keys(n,
+        parents)`` names, in a run seeded `seed`.
+        """
+        for name, value in (("max_tokens", max_tokens), ("seed", seed)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
+        tokens = list(prompt)
+        if not tokens:
+            raise ValueError("prompt must hold at least one token, got an empty prompt")
+        for position, token in enumerate(tokens):
+            if isinstance(token, bool) or not isinstance(token, int):
+                raise TypeError(f"prompt[{position}] must be an int token id, got {token!r}")
+            if not 0 <= token < self.vocab_size:
+                raise ValueError(
+                    f"prompt[{position}] must lie in [0, {self.vocab_size}), got {token}")
+        stats = TreeStats(self.scheme, self.width, self.depth, diagnostics=self.diagnostics)
+        return TreeRun(self._blocks(tokens, max_tokens, seed, stats), stats)
+
+    def _blocks(
+        self, tokens: list[int], max_tokens: int, seed: int, stats: TreeStats
+    ) -> Iterator[list[int]]:
+        target_cache = _make_cache(self.target, "target")
+        draft_cache = _make_cache(self.drafter, "drafter")
+        _prefill(self.target, target_cache, tokens, self.prefill_step_size)
+        _prefill(self.drafter, draft_cache, tokens, self.prefill_step_size)
+        before = len(tokens) - 1  # tokens before the current one
+        current = tokens[-1]
+        backfill: list[int] = []
+        generated = 0
+        while generated < max_tokens:
+            depth = min(self.depth, max_tokens - generated - 1)
+            if depth == 0:
+                emitted = self._final_step(stats, target_cache, current, generated, seed)
+            else:
+                emitted, owes_backfill = self._round(
+                    stats, target_cache, draft_cache, current, backfill, generated, depth, seed)
+                backfill = [emitted[-2]] if owes_backfill else []
+            cut = next(
+                (i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids), len(emitted))
+            emitted = emitted[:cut]
+            generated += len(emitted)
+            stats.generated = generated
+            yield emitted
+            if emitted[-1] in self.eos_token_ids or generated == max_tokens:
+                return
+            before += len(emitted)
+            current = emitted[-1]
+            if self.check_caches:
+                target_offset, draft_offset = _offset(target_cache), _offset(draft_cache)
+                if target_offset != before or draft_offset + len(backfill) != before:
+                    raise CacheInvariantError(
+                        f"after round {stats.rounds}: {before} tokens precede the current "
+                        f"token, but the target cache holds {target_offset} and the drafter "
+                        f"cache {draft_offset} (+{len(backfill)} owed)")
+
+    def _final_step(
+        self, stats: TreeStats, target_cache: list[Any], current: int, position: int, seed: int
+    ) -> list[int]:
+        logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
+        probs = effective_token_distribution(logits, self.target_config)
+        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
+        invalid = _row_is_invalid(logits[None], probs[None])[0]
+        stats.rounds += 1
+        stats.host_syncs += 1
+        mx.eval(token, invalid)
+        if invalid.item():
+            raise NonFiniteLogitsError(
+                f"the target produced logits with no distribution at output position {position}")
+        value = token.item()
+        assert isinstance(value, int)
+        return [value]
+
+    def _draft_children(
+        self, q: mx.array, uniforms: list[float]
+    ) -> tuple[mx.array, mx.array]:
+        """The children of a level's P nodes, `[P * W]` tokens, and a flag per node that
+        its siblings could be drawn (False: its law holds fewer than W tokens)."""
+        width, parents = self.width, q.shape[0]
+        if self.scheme is TreeScheme.DETERMINISTIC:
+            # The top-W ids of each law: distinct, and chosen from the drafter alone.
+            top = mx.argsort(-q, axis=-1)[:, :width]
+            return top.reshape(-1).astype(mx.int32), mx.ones((parents,), dtype=mx.bool_)
+        u = mx.array(uniforms, dtype=mx.float32)
+        if self.scheme is TreeScheme.IID:
+            laws = mx.repeat(q, width, axis=0)
+            return sample_from_distribution(laws, u), mx.ones((parents,), dtype=mx.bool_)
+        tokens: list[mx.array] = []
+        drawable: list[mx.array] = []
+        vocab = mx.arange(q.shape[1])
+        for m in range(parents):
+            # Each sibling from q with the earlier siblings' tokens removed and the rest
+            # renormalised: the proposal `verify_tree` tests it against.
+            drawn = mx.zeros((q.shape[1],), dtype=mx.bool_)
+            possible = mx.array(True)
+            for j in range(width):
+                kept = mx.where(drawn, 0.0, q[m]) if j else q[m]
+                mass = kept.sum()
+                law = mx.where(mass > 0, kept / mx.where(mass > 0, mass, 1.0), kept) if j else kept
+                possible = mx.logical_and(possible, mass > 0)
+                token = sample_from_distribution(
+                    mx.where(mass > 0, law, q[m]), u[m * width + j])
+                tokens.append(token)
+                drawn = mx.logical_or(drawn, vocab == token)
+            drawable.append(possible)
+        return mx.stack(tokens), mx.stack(drawable)
+
+    def _round(
+        self,
+        stats: TreeStats,
+        target_cache: list[Any],
+        draft_cache: list[Any],
+        current: int,
+        backfill: list[int],
+        position: int,
+        depth: int,
+        seed: int,
+    ) -> tuple[list[int], bool]:
+        assert self.draft_config is not None
+        width, vocab_size = self.width, self.vocab_size
+        parents = full_tree_parents(width, depth)
+        paths = width**depth
+        keys = tree_keys(position, parents)
+        draft_u = [randomness.uniform(seed, key) for key in keys.draft]
+        accept_u = mx.array([randomness.uniform(seed, key) for key in keys.accept],
+                            dtype=mx.float32)
+        sample_u = mx.array([randomness.uniform(seed, key) for key in keys.sample],
+                            dtype=mx.float32)
+        target_before = _offset(target_cache)
+
+        # Drafting, level by level. Level d's laws: one per node, read off the first of
+        # the rows (paths) below it.
+        logits = self.drafter(mx.array([*backfill, current])[None], cache=draft_cache)[:, -1]
+        law = effective_token_distribution(logits, self.draft_config)
+        laws, draft_bad, drawable = [law], [_row_is_invalid(logits, law)], []
+        levels: list[mx.array] = []
+        node_start = 0
+        _copy_to_rows(draft_cache, paths)
+        for level in range(1, depth + 1):
+            count = width**level
+            children, possible = self._draft_children(
+                laws[-1], draft_u[node_start : node_start + count])
+            node_start += count
+            levels.append(children)
+            drawable.append(possible)
+            if level < depth:
+                below = paths // count  # rows (leaves) under each node of this level
+                feed = mx.repeat(children, below)[:, None]
+                logits = self.drafter(feed, cache=draft_cache)[::below, -1]
+                law = effective_token_distribution(logits, self.draft_config)
+                laws.append(law)
+                draft_bad.append(_row_is_invalid(logits, law))
+        node_tokens = mx.concatenate(levels)
+
+        # The target: one forward of every root-to-leaf path, then node v's row.
+        columns = [mx.full((paths,), current, dtype=mx.int32)]
+        columns += [mx.repeat(levels[t], paths // width ** (t + 1)) for t in range(depth)]
+        _copy_to_rows(target_cache, paths)
+        target_logits = self.target(mx.stack(columns, axis=1), cache=target_cache)
+        leaf_of_row = [0] + [m * (paths // width**t) for t in range(1, depth + 1)
+                             for m in range(width**t)]
+        column_of_row = [0] + [t for t in range(1, depth + 1) for _ in range(width**t)]
+        row_logits = target_logits[mx.array(leaf_of_row), mx.array(column_of_row)]
+        target_probs = effective_token_distribution(row_logits, self.target_config)
+        target_bad = _row_is_invalid(row_logits, target_probs)
+
+        inner = mx.concatenate(laws)  # the laws of the nodes that have children
+        if self.scheme is TreeScheme.DETERMINISTIC:
+            draft_probs = None
+        else:
+            leaves = mx.zeros((paths, vocab_size), dtype=mx.float32)  # unread: no children
+            draft_probs = mx.concatenate([inner, leaves])
+        verdict = verify_tree(self.scheme, parents, target_probs, draft_probs, node_tokens,
+                              accept_u, sample_u)
+        outputs = [verdict.num_accepted, verdict.accepted_nodes, verdict.next_token,
+                   node_tokens, target_bad, mx.concatenate(draft_bad),
+                   mx.concatenate(drawable)]
+        if self.diagnostics:
+            inner_rows = inner.shape[0]
+            outputs.append(mx.stack([iid_siblings_acceptance(target_probs[v], inner[v], width)
+                                     for v in range(inner_rows)]))
+        stats.host_syncs += 1
+        mx.eval(*outputs)
+        values: list[Any] = [array.tolist() for array in outputs]
+        accepted, path_nodes, next_token, tokens, target_invalid, draft_invalid, possible = (
+            values[:7])
+        path = path_nodes[:accepted]
+        rows = [0] + [v + 1 for v in path]  # the rows that decided a token
+        for depth_of_row, row in enumerate(rows):
+            if target_invalid[row]:
+                raise NonFiniteLogitsError(
+                    f"the target produced logits with no distribution at output position "
+                    f"{position + depth_of_row}")
+            if row < len(draft_invalid) and draft_invalid[row]:
+                raise NonFiniteLogitsError(
+                    f"the drafter produced logits with no distribution at output position "
+                    f"{position + depth_of_row}")
+            if row < len(possible) and not possible[row]:
+                raise ValueError(
+                    f"the drafter's law at output position {position + depth_of_row} holds "
+                    f"fewer than width ({width}) tokens: the without-replacement scheme "
+                    "cannot draw distinct siblings from it; use the iid or deterministic "
+                    "scheme")
+
+        tested = min(accepted + 1, depth)
+        stats.rounds += 1
+        stats.drafted += len(tokens)
+        stats.nodes_tested += tested
+        stats.accepted += accepted
+        if self.diagnostics:
+            closed = [values[7][row] for row in rows[:tested]]
+            stats.closed_form_total += sum(closed)
+            stats.closed_form_variance_total += sum(a * (1.0 - a) for a in closed)
+
+        # The accepted path's row: the first leaf below its last node (any row, if empty).
+        if accepted:
+            last = path[-1]
+            level_start = sum(width**t for t in range(1, accepted))
+            row = (last - level_start) * (paths // width**accepted)
+        else:
+            row = 0
+        plan = rewind_trim(depth, accepted)
+        _keep_row(target_cache, row, target_before + depth + 1 - plan.target_trim)
+        _keep_row(draft_cache, row, _offset(draft_cache) - plan.draft_trim)
+        return [*[tokens[v] for v in path], next_token], plan.draft_backfill
