@@ -44,7 +44,6 @@ from specaccept.core.tree import (
 )
 from specaccept.shell.generator import (
     CacheInvariantError,
-    NonFiniteLogitsError,
     RoundObservation,
     RuleChoice,
     SpeculativeGenerator,
@@ -52,6 +51,7 @@ from specaccept.shell.generator import (
     SpeculativeStats,
     target_only_generate,
 )
+from specaccept.shell.guards import NonFiniteLogitsError
 from specaccept.shell.loading import ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 

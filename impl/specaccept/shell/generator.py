@@ -17,7 +17,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 
@@ -37,6 +37,12 @@ from specaccept.core.sampling import (
 )
 from specaccept.core.theory import acceptance_closed_forms
 from specaccept.shell.fused import FusedSampler, fused_sampler
+from specaccept.shell.guards import (
+    NonFiniteLogitsError,
+    check_width,
+    invalid_rows,
+    raise_on_invalid,
+)
 from specaccept.shell.profiling import RoundClock
 from specaccept.shell.rule_choice import RuleChoice, choose_rule
 
@@ -54,10 +60,6 @@ __all__ = [
 logger = logging.getLogger("specaccept")
 
 _logged_rules: set[AcceptanceRule] = set()
-
-
-class NonFiniteLogitsError(ValueError):
-    """A model produced logits with no distribution: NaN or +inf, or -inf for every token."""
 
 
 class CacheInvariantError(AssertionError):
@@ -309,58 +311,6 @@ def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None
         mx.eval([c.state for c in cache])
 
 
-_VALID, _NOT_FINITE, _ALL_MASKED, _NO_MASS = 0, 1, 2, 3
-
-
-def _invalid_rows(logits: mx.array, probs: mx.array) -> mx.array:
-    """Per row, a code: NaN or +inf logits, -inf everywhere, or a sampler law with no mass.
-
-    A single -inf is a legitimate mask; a row masked everywhere has no distribution.
-    `probs` is the row's effective distribution: with valid logits and a valid
-    config it is always finite with a positive sum (the float32 envelope of
-    `SamplerConfig`), so a row failing that check names the arithmetic, not the
-    model. The codes ride along the round's one synchronisation.
-    """
-    not_finite = (mx.isnan(logits) | (logits == float("inf"))).any(axis=-1)
-    all_masked = (logits == float("-inf")).all(axis=-1)
-    no_mass = ~(mx.isfinite(probs).all(axis=-1) & (probs.sum(axis=-1) > 0))
-    return mx.where(
-        not_finite, _NOT_FINITE,
-        mx.where(all_masked, _ALL_MASKED, mx.where(no_mass, _NO_MASS, _VALID)),
-    )
-
-
-def _check_width(logits: mx.array, vocab_size: int, what: str) -> None:
-    """Refuse logits wider or narrower than the vocabulary the model declares (a shape: free)."""
-    if logits.shape[-1] != vocab_size:
-        raise ValueError(
-            f"{what} produced logits over {logits.shape[-1]} tokens, but it declares a "
-            f"vocabulary of {vocab_size} (config vocab_size): its output layer and its "
-            "declared vocabulary disagree"
-        )
-
-
-def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
-    """Raise for the first row whose logits are invalid; row i decides first_position + i."""
-    for row, code in enumerate(codes):
-        position = first_position + row
-        if code == _NOT_FINITE:
-            raise NonFiniteLogitsError(
-                f"{what} produced NaN or +inf logits at output position {position}"
-            )
-        if code == _ALL_MASKED:
-            raise NonFiniteLogitsError(
-                f"{what} produced logits that are -inf for every token at output position "
-                f"{position}: there is no token to draw"
-            )
-        if code == _NO_MASS:
-            raise NonFiniteLogitsError(
-                f"{what}'s sampler left no finite probability mass at output position "
-                f"{position}: its finite logits overflowed float32 in the sampler's "
-                f"arithmetic (logits of magnitude above 2**64 void the sampler's guarantee)"
-            )
-
-
 @dataclass
 class SpeculativeGenerator:
     """Speculative decoding of `target` with `drafter`, lossless under every rule it picks.
@@ -602,18 +552,18 @@ class SpeculativeGenerator:
         seed: int,
     ) -> list[int]:
         logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
-        _check_width(logits, self.vocab_size, "the target")
+        check_width(logits, self.vocab_size, "the target")
         probs = effective_token_distribution(logits, self.target_config, history)
         uniforms = round_uniforms(seed, position, 0).verify
         token = sample_from_distribution(probs, uniforms[0][1])
         stats.rounds += 1
         observed = [probs[None]] if self.round_observer is not None else []
         token_value, invalid, *rows = self._sync(
-            stats, token, _invalid_rows(logits[None], probs[None]), *observed
+            stats, token, invalid_rows(logits[None], probs[None]), *observed
         )
         if rows:
             self._observed = (rows[0], None, [], uniforms, 0)
-        _raise_on_invalid(invalid, "the target", position)
+        raise_on_invalid(invalid, "the target", position)
         return [int(token_value)]
 
     def _round(
@@ -644,7 +594,7 @@ class SpeculativeGenerator:
         step_input = mx.array([*backfill, current])
         for j in range(k):
             logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
-            _check_width(logits, self.vocab_size, "the drafter")
+            check_width(logits, self.vocab_size, "the drafter")
             if clock is not None:
                 clock.phase("drafter forward", logits)
             if fused is not None:
@@ -654,7 +604,7 @@ class SpeculativeGenerator:
                 token, q = sample_token_with_distribution(
                     logits, self.draft_config, draft_history, draft_uniforms[j]
                 )
-                check = _invalid_rows(logits[None], q[None])
+                check = invalid_rows(logits[None], q[None])
                 draft_history = mx.concatenate([draft_history, token.reshape(1)])
             _launch(clock, token)  # the draft's work starts while Python builds the next step
             if clock is not None:
@@ -668,7 +618,7 @@ class SpeculativeGenerator:
         draft_tokens = mx.stack(drafts)
         target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
         target_logits = self.target(target_input[None], cache=target_cache)[0]
-        _check_width(target_logits, self.vocab_size, "the target")
+        check_width(target_logits, self.vocab_size, "the target")
         _launch(clock, target_logits)  # the device runs it while Python builds the verdict
         if clock is not None:
             clock.phase("target forward", target_logits)
@@ -690,7 +640,7 @@ class SpeculativeGenerator:
                 verdict = BlockVerdict(joint.num_accepted, joint.next_token)
             else:
                 verdict = verify_tokenwise(rule, target_probs, needed_q, draft_tokens, uniforms)
-            target_invalid = _invalid_rows(target_logits, target_probs)
+            target_invalid = invalid_rows(target_logits, target_probs)
         draft_invalid = mx.concatenate(draft_checks)
         outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
                    target_invalid, draft_invalid]
@@ -711,8 +661,8 @@ class SpeculativeGenerator:
         values = self._sync(stats, *outputs, clock=clock)
         accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
         # Rows past the emitted block decide nothing; only a row that decided a token counts.
-        _raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
-        _raise_on_invalid(target_invalid[: accepted + 1], "the target", position)
+        raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
+        raise_on_invalid(target_invalid[: accepted + 1], "the target", position)
 
         tested = min(accepted + 1, k)
         stats.rounds += 1
@@ -810,14 +760,14 @@ def target_only_generate(
 
     def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
         logits = target(history[-1:][None], cache=cache)[0, -1]
-        _check_width(logits, vocab_size, "the target")
+        check_width(logits, vocab_size, "the target")
         if fused is not None:
             u = mx.array(position_uniform(seed, position, SAMPLE), dtype=mx.float32)
             token, invalid = fused.target_step(logits, u)
             return token, invalid[None]
         probs = effective_token_distribution(logits, config, history)
         token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        return token, _invalid_rows(logits[None], probs[None])
+        return token, invalid_rows(logits[None], probs[None])
 
     if max_tokens == 0:
         return
@@ -831,7 +781,7 @@ def target_only_generate(
         if position + 1 < max_tokens:
             pending = step(history, position + 1)
             mx.async_eval(*pending)  # type: ignore[no-untyped-call]
-        _raise_on_invalid(invalid.tolist(), "the target", position)
+        raise_on_invalid(cast("list[int]", invalid.tolist()), "the target", position)
         value = token.item()
         assert isinstance(value, int)
         yield value
