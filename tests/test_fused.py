@@ -38,12 +38,12 @@ from specaccept.shell.generator import (
     RuleChoice,
     SpeculativeGenerator,
     SpeculativeStats,
-    target_only_generate,
 )
 from specaccept.shell.guards import RowCode, invalid_rows
 from specaccept.shell.loading import ModelPair
 from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import random_pair
+from specaccept.shell.target_only import target_only_generate
 from test_golden_vectors import float_array, sampler_config
 
 VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors"
