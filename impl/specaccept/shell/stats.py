@@ -112,8 +112,8 @@ class SpeculativeStats:
     def count_round(self, proposed: int, accepted: int) -> int:
         """Count a drafting round that kept `accepted` of its `proposed` drafts.
 
-        Returns:
-            The positions it tested: the drafts behind the first rejection go untested.
+        It returns the positions the round tested: the drafts behind the first
+        rejection go untested.
         """
         tested = min(accepted + 1, proposed)
         self.rounds += 1
