@@ -1017,7 +1017,7 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(
             "tests/test_conformance.py::"
             "test_the_generator_passes_every_check_replay_included",
-        ), scope="SpeculativeGenerator._round"
+        ), scope="SpeculativeGenerator._draft"
     ),
     # --- tree verification -------------------------------------------------------------
     mutant(

@@ -46,10 +46,8 @@ sys.path.insert(0, str(ROOT / "impl"))
 from specaccept.core.sampler_config import SamplerConfig  # noqa: E402
 from specaccept.shell import random_pairs  # noqa: E402
 from specaccept.shell.fused import FusedSampler, compiled_per_shape  # noqa: E402
-from specaccept.shell.generator import (  # noqa: E402
-    SpeculativeGenerator,
-    target_only_generate,
-)
+from specaccept.shell.generator import SpeculativeGenerator  # noqa: E402
+from specaccept.shell.target_only import target_only_generate  # noqa: E402
 
 VARIANTS = ("uncompiled", "compiled", "draft step compiled", "verdict compiled",
             "compiled per shape")

@@ -50,9 +50,9 @@ from specaccept import SamplerConfig, SpeculativeGenerator  # noqa: E402
 from specaccept.cli.options import MLX_TUNING_ENV  # noqa: E402
 from specaccept.core.acceptance import AcceptanceRule  # noqa: E402
 from specaccept.shell.fused import FusedSampler, fused_sampler  # noqa: E402
-from specaccept.shell.generator import target_only_generate  # noqa: E402
 from specaccept.shell.profiling import RoundClock  # noqa: E402
 from specaccept.shell.random_pairs import RANDOM_PAIRS, random_pair  # noqa: E402
+from specaccept.shell.target_only import target_only_generate  # noqa: E402
 
 
 def _median_ms(samples: list[float]) -> str:

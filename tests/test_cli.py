@@ -14,8 +14,9 @@ import pytest
 
 from specaccept import SamplerConfig, demo
 from specaccept.cli import build_parser, main
-from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator
 from specaccept.shell.loading import ModelPair, load_pair
+from specaccept.shell.target_only import target_only_generate
 
 SUMMARY = re.compile(
     r"^\[Speculative acceptance\] rule=(greedy-argmax|sampler-match|stochastic|block) rounds=\d+ "

@@ -38,12 +38,12 @@ from specaccept.shell.generator import (
     RuleChoice,
     SpeculativeGenerator,
     SpeculativeStats,
-    _invalid_rows,
-    target_only_generate,
 )
+from specaccept.shell.guards import RowCode, invalid_rows
 from specaccept.shell.loading import ModelPair
 from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import random_pair
+from specaccept.shell.target_only import target_only_generate
 from test_golden_vectors import float_array, sampler_config
 
 VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors"
@@ -178,10 +178,12 @@ def test_invalid_row_codes_match_the_reference_guard(compile_mode: str, dtype: m
     laws[-1] = mx.array([nan, 0.5, 0.5])
     laws[0] = mx.array([2**-149, 0.0, 0.0])
     codes = mx.compile(invalid_row_codes)(rows, laws)
-    assert_same("codes", codes, _invalid_rows(rows, laws))
+    assert_same("codes", codes, invalid_rows(rows, laws))
     # -3e38 overflows float16 to -inf, leaving +inf - inf = NaN in its law.
-    expected_ninth = 0 if dtype != mx.float16 else 1
-    assert codes.tolist() == [0, 0, 2, 1, 1, 1, 1, 1, 1, expected_ninth, 3, 3]
+    expected_ninth = RowCode.VALID if dtype != mx.float16 else RowCode.NOT_FINITE
+    valid, not_finite, all_masked, no_mass = RowCode
+    assert codes.tolist() == [valid, valid, all_masked, *[not_finite] * 6, expected_ninth,
+                              no_mass, no_mass]
 
 
 # --- the draft step and the target-only step ------------------------------------------------
@@ -207,7 +209,7 @@ def test_draft_and_target_steps_match_the_golden_vectors(compile_mode: str) -> N
             assert_same(f"{vector['name']} token", step.token, token)
             assert_same(f"{vector['name']} q", step.probs, probs)
             assert_same(f"{vector['name']} code", step.invalid,
-                        _invalid_rows(logits[None], probs[None])[0])
+                        invalid_rows(logits[None], probs[None])[0])
             target_token, _ = fused.target_step(logits, u)
             assert_same(f"{vector['name']} target token", target_token, token)
     assert served >= 10, "the vectors must exercise the served configurations"
@@ -290,7 +292,7 @@ def test_verify_round_matches_the_reference_round(
         assert_same(f"{label} n", got.num_accepted, reference.num_accepted)
         assert_same(f"{label} next", got.next_token, reference.next_token)
         assert_same(f"{label} probs", got.target_probs, target_probs)
-        assert_same(f"{label} codes", got.invalid, _invalid_rows(target_logits, target_probs))
+        assert_same(f"{label} codes", got.invalid, invalid_rows(target_logits, target_probs))
 
 
 def test_the_fused_path_refuses_what_it_does_not_serve() -> None:

@@ -16,11 +16,8 @@ import mlx.core as mx
 import pytest
 
 from specaccept import SamplerConfig
-from specaccept.shell.generator import (
-    NonFiniteLogitsError,
-    SpeculativeGenerator,
-    target_only_generate,
-)
+from specaccept.shell.generator import NonFiniteLogitsError, SpeculativeGenerator
+from specaccept.shell.target_only import target_only_generate
 from synthetic_models import (
     LogitsFn,
     SyntheticLM,

@@ -18,7 +18,8 @@ import pytest
 from mlx.utils import tree_flatten, tree_unflatten
 
 from specaccept import SamplerConfig
-from specaccept.shell.generator import SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import SpeculativeGenerator
+from specaccept.shell.target_only import target_only_generate
 from synthetic_models import (
     SyntheticLM,
     agree_one_in_six,

@@ -28,10 +28,11 @@ def test_observations_replay_and_tile_the_stream(temperature: float) -> None:
     seen: list[RoundObservation] = []
     generator = SpeculativeGenerator(
         pair.target, pair.drafter, SamplerConfig(temperature=temperature),
-        num_draft_tokens=3, round_observer=seen.append,
+        num_draft_tokens=3,
     )
     prompt = pair.tokenizer.encode("ROMEO:")
-    stream = [t for block in generator.generate(prompt, 40, seed=3) for t in block]
+    run = generator.generate(prompt, 40, seed=3, observer=seen.append)
+    stream = [t for block in run for t in block]
     assert [t for o in seen for t in o.emitted] == stream
     assert seen[-1].stopped and not any(o.stopped for o in seen[:-1])
     for observation in seen:

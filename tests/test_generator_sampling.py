@@ -14,7 +14,8 @@ from collections.abc import Callable
 import pytest
 
 from specaccept import SamplerConfig
-from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator
+from specaccept.shell.target_only import target_only_generate
 from synthetic_models import (
     SyntheticLM,
     collect,

@@ -4,8 +4,8 @@ Counters: every round proposes k drafts, tests a prefix of them up to and
 including the first rejection, accepts `a` and emits `a + 1` tokens, so
 ``accepted <= positions_tested <= proposed`` and, without EOS,
 ``generated == accepted + rounds``. Each round evaluates exactly once
-(`_sync`), so ``host_syncs == rounds``; a static check keeps every other
-method free of evaluations.
+(`_read_back`), so ``host_syncs == rounds``; a static check keeps every other
+function a round reaches free of evaluations.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from collections.abc import Callable
 import pytest
 
 import specaccept.shell.generator as generator_module
+import specaccept.shell.stats as stats_module
 from specaccept import SamplerConfig
-from specaccept.shell.generator import RuleChoice, SpeculativeGenerator, target_only_generate
+from specaccept.shell import caches, guards
+from specaccept.shell.generator import RuleChoice, SpeculativeGenerator
+from specaccept.shell.target_only import target_only_generate
 from synthetic_models import (
     SyntheticLM,
     agree_one_in_six,
@@ -127,27 +130,29 @@ def _evaluating_calls(function: ast.AST) -> list[str]:
     return found
 
 
-def _generator_functions() -> dict[str, ast.FunctionDef]:
-    tree = ast.parse(inspect.getsource(generator_module))
+def _round_functions() -> dict[str, ast.FunctionDef]:
+    """Every function and method of the modules a speculative round runs, by qualified name."""
     functions: dict[str, ast.FunctionDef] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            functions[node.name] = node
-        elif isinstance(node, ast.ClassDef) and node.name == "SpeculativeGenerator":
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef):
-                    functions[f"SpeculativeGenerator.{item.name}"] = item
+    for module in (generator_module, caches, guards, stats_module):
+        for node in ast.parse(inspect.getsource(module)).body:
+            if isinstance(node, ast.FunctionDef):
+                functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef):
+                        functions[f"{node.name}.{item.name}"] = item
     return functions
 
 
 def test_only_sync_evaluates_during_a_run() -> None:
-    functions = _generator_functions()
-    # The check sees what it looks for: `_sync` evaluates and reads back.
-    assert _evaluating_calls(functions["SpeculativeGenerator._sync"])
+    functions = _round_functions()
+    # The check sees what it looks for: `_read_back` reads back, the untimed clock evaluates.
+    assert _evaluating_calls(functions["_read_back"])
+    assert _evaluating_calls(functions["_UntimedClock.synchronise"])
     assert {"SpeculativeGenerator._round", "SpeculativeGenerator.generate"} <= set(functions)
-    # Allowed elsewhere: prefill runs before the rounds, and target-only generation is
-    # not speculative. Every other function a round can reach must stay lazy.
-    allowed = {"SpeculativeGenerator._sync", "_prefill", "target_only_generate"}
+    # Allowed elsewhere: prefill runs before the rounds. Every other function a round can
+    # reach must stay lazy.
+    allowed = {"_read_back", "_UntimedClock.synchronise", "prefill"}
     offenders = {
         name: calls
         for name, function in functions.items()

@@ -92,12 +92,12 @@ def test_the_generator_runs_the_vector(vector: dict[str, Any], fast_path: bool) 
     generator = SpeculativeGenerator(
         target, drafter, SamplerConfig(temperature=0.0 if greedy else 1.0),
         draft_config=SamplerConfig(temperature=1.0), num_draft_tokens=given["num_draft_tokens"],
-        rule=GENERATOR_RULES[given["rule"]], round_observer=observed.append,
-        fast_path=fast_path, check_caches=True,
+        rule=GENERATOR_RULES[given["rule"]], fast_path=fast_path, check_caches=True,
     )
     assert generator.acceptance_rule.value == given["rule"]
-    tokens = [t for block in generator.generate(given["prompt"], given["max_tokens"],
-                                                seed=given["seed"]) for t in block]
+    run = generator.generate(given["prompt"], given["max_tokens"], seed=given["seed"],
+                             observer=observed.append)
+    tokens = [t for block in run for t in block]
     if not greedy:  # the models' laws are the tables, bit for bit (a greedy target's is one-hot)
         first_law = table_law(given["target_law"])(given["prompt"])
         assert observed[0].target_probs[0] == first_law.tolist()

@@ -30,7 +30,8 @@ from scipy import stats
 import specaccept.shell.tree_generator as tree_module
 from specaccept import SamplerConfig, TreeScheme
 from specaccept.core.tree import tree_keys, verify_tree
-from specaccept.shell.generator import CacheInvariantError, target_only_generate
+from specaccept.shell.caches import CacheInvariantError
+from specaccept.shell.target_only import target_only_generate
 from specaccept.shell.tree_generator import TreeSpeculativeGenerator, full_tree_parents
 from synthetic_models import (
     SyntheticLM,

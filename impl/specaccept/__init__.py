@@ -42,18 +42,18 @@ from specaccept.core.tree import (
     multi_draft_ceiling,
     verify_tree,
 )
+from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.generator import (
-    CacheInvariantError,
-    NonFiniteLogitsError,
     RoundObservation,
     RuleChoice,
     SpeculativeGenerator,
     SpeculativeRun,
-    SpeculativeStats,
-    target_only_generate,
 )
+from specaccept.shell.guards import NonFiniteLogitsError
 from specaccept.shell.loading import ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
+from specaccept.shell.stats import SpeculativeStats
+from specaccept.shell.target_only import target_only_generate
 
 __version__ = "0.2.0"
 

@@ -54,10 +54,10 @@ from specaccept.shell.generator import (
     RuleChoice,
     SpeculativeGenerator,
     SpeculativeStats,
-    target_only_generate,
 )
 from specaccept.shell.profiling import HOST_PARTS, PHASES, RoundClock
 from specaccept.shell.random_pairs import RANDOM_PAIRS
+from specaccept.shell.target_only import target_only_generate
 
 __all__ = [
     "BenchResult", "BenchSamples", "add_parser", "collect", "render_markdown",

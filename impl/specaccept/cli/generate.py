@@ -57,8 +57,9 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate, streaming the text to stdout, then print the summary lines."""
-    from specaccept.shell.generator import SpeculativeGenerator, target_only_generate
+    from specaccept.shell.generator import SpeculativeGenerator
     from specaccept.shell.loading import load_pair
+    from specaccept.shell.target_only import target_only_generate
 
     config = sampler_config(args)
     tree = tree_options(args)

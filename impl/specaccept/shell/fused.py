@@ -43,12 +43,9 @@ from specaccept.core.acceptance import (
 from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution
+from specaccept.shell.guards import RowCode
 
 __all__ = [
-    "ALL_MASKED",
-    "NOT_FINITE",
-    "NO_MASS",
-    "VALID",
     "DraftStep",
     "FusedSampler",
     "RoundVerdict",
@@ -62,9 +59,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("specaccept")
-
-VALID, NOT_FINITE, ALL_MASKED, NO_MASS = 0, 1, 2, 3
-"""The codes of `invalid_row_codes`: valid, NaN or +inf logits, -inf everywhere, a massless law."""
 
 _INF = float("inf")
 
@@ -135,7 +129,7 @@ def _greedy_or(
 
 
 def invalid_row_codes(logits: mx.array, probs: mx.array) -> mx.array:
-    """The shell's row guard: NOT_FINITE, ALL_MASKED, NO_MASS or VALID per row, in two passes.
+    """`invalid_rows`, the shell's row guard: each row's `RowCode`, in two passes.
 
     NOT_FINITE: NaN or +inf logits; ALL_MASKED: -inf everywhere (a single -inf is a
     legitimate mask); NO_MASS: the sampler law `probs` is not finite with a positive
@@ -155,8 +149,9 @@ def invalid_row_codes(logits: mx.array, probs: mx.array) -> mx.array:
     top = mx.max(mx.where(mx.isnan(logits), _INF, logits), axis=-1)
     has_mass = probs.sum(axis=-1) > 0
     return mx.where(
-        top == _INF, NOT_FINITE,
-        mx.where(top == -_INF, ALL_MASKED, mx.where(has_mass, VALID, NO_MASS)),
+        top == _INF, RowCode.NOT_FINITE,
+        mx.where(top == -_INF, RowCode.ALL_MASKED,
+                 mx.where(has_mass, RowCode.VALID, RowCode.NO_MASS)),
     )
 
 

@@ -1,10 +1,13 @@
 """The speculative generator: the imperative shell around the functional core.
 
-A round drafts k tokens with the drafter's sampler (keeping each draft's law q
-lazy), forwards ``[current, d0 .. d(k-1)]`` through the target once, builds the
-target rows with the drafts in their history, lets `verify_tokenwise` decide (or
-`verify_blockwise`, under block verification), and evaluates once. Every
-decision is a core function; this module only moves tokens, caches and counters.
+A round reads as the algorithm does (docs/generator.md, "How a round works"): draft
+k tokens with the drafter's sampler, keeping each draft's law q lazy; forward
+``[current, d0 .. d(k-1)]`` through the target once; let `verify_tokenwise` decide
+(spec/verify_tokenwise.md), or `verify_blockwise` under block verification
+(spec/verify_blockwise.md), on the round's uniforms (spec/randomness.md); evaluate
+and read back once; rewind both caches by `rewind_trim` (spec/rewind_trim.md).
+Every decision is a core function; this module only moves tokens, caches and
+counters, and everything one run owns lives in one `_Run`.
 
 Models are anything mlx-lm runs: ``model(tokens[None], cache=cache)`` returns
 ``[1, T, V]`` logits and `mlx_lm.models.cache.make_prompt_cache` builds the
@@ -14,20 +17,15 @@ caches, which must be trimmable.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import mlx.core as mx
 
-from specaccept.core.acceptance import (
-    AcceptanceRule,
-    BlockVerdict,
-    verify_tokenwise,
-)
-from specaccept.core.joint import verify_blockwise
-from specaccept.core.randomness import SAMPLE, position_uniform, round_uniforms
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
+from specaccept.core.joint import JointVerdict, verify_blockwise
+from specaccept.core.randomness import round_uniforms
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import (
@@ -35,10 +33,31 @@ from specaccept.core.sampling import (
     sample_from_distribution,
     sample_token_with_distribution,
 )
-from specaccept.core.theory import acceptance_closed_forms
+from specaccept.shell.arguments import (
+    check_eos_token_ids,
+    check_model,
+    check_prompt,
+    check_run_arguments,
+    vocab_size_of,
+)
+from specaccept.shell.caches import (
+    CacheInvariantError,
+    check_offsets,
+    make_cache,
+    offset,
+    prefill,
+    trim,
+)
 from specaccept.shell.fused import FusedSampler, fused_sampler
+from specaccept.shell.guards import (
+    NonFiniteLogitsError,
+    check_width,
+    invalid_rows,
+    raise_on_invalid,
+)
 from specaccept.shell.profiling import RoundClock
 from specaccept.shell.rule_choice import RuleChoice, choose_rule
+from specaccept.shell.stats import SpeculativeStats, round_closed_forms
 
 __all__ = [
     "CacheInvariantError",
@@ -48,7 +67,6 @@ __all__ = [
     "SpeculativeGenerator",
     "SpeculativeRun",
     "SpeculativeStats",
-    "target_only_generate",
 ]
 
 logger = logging.getLogger("specaccept")
@@ -56,17 +74,9 @@ logger = logging.getLogger("specaccept")
 _logged_rules: set[AcceptanceRule] = set()
 
 
-class NonFiniteLogitsError(ValueError):
-    """A model produced logits with no distribution: NaN or +inf, or -inf for every token."""
-
-
-class CacheInvariantError(AssertionError):
-    """A cache offset differs from the number of tokens before the current token."""
-
-
 @dataclass(frozen=True)
 class RoundObservation:
-    """What one round saw and decided, handed to a generator's `round_observer`.
+    """What one round saw and decided, handed to the `observer` a run was started with.
 
     A conformance trace is built from these (`specaccept.shell.conformance`). The
     rows are read back in the round's one host synchronisation; a round with no
@@ -103,93 +113,8 @@ class RoundObservation:
     """Drafter cache entries after the rewind (None when k = 0)."""
 
 
-@dataclass
-class SpeculativeStats:
-    """Counters of one generation run; the ratios follow the summary line's definitions."""
 
-    rule: AcceptanceRule
-    rounds: int = 0
-    proposed: int = 0
-    positions_tested: int = 0
-    accepted: int = 0
-    generated: int = 0
-    host_syncs: int = 0
-    diagnostics: bool = False
-    sum_min_total: float = 0.0
-    sum_prod_total: float = 0.0
-    accepted_len_total: float = 0.0
-    """Σ over rounds of E[accepted | the round's drafts] under the rule that ran."""
-    accepted_len_variance_total: float = 0.0
-    """Σ over rounds of Var[accepted | the round's drafts] under the rule that ran."""
-    block_len_total: float = 0.0
-    """Σ over rounds of E[accepted | the round's drafts] under block verification."""
-
-    @property
-    def per_position_acceptance(self) -> float:
-        """The ratio accepted / positions_tested, predicted by theory (Σ min(p, q), stochastic)."""
-        return self.accepted / self.positions_tested if self.positions_tested else 0.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        """The ratio accepted / proposed, low because drafts behind a rejection go untested."""
-        return self.accepted / self.proposed if self.proposed else 0.0
-
-    @property
-    def mean_accepted_len(self) -> float:
-        """The ratio accepted / rounds, the drafts kept per round."""
-        return self.accepted / self.rounds if self.rounds else 0.0
-
-    @property
-    def closed_form_sum_min(self) -> float:
-        """Σ min(p, q) averaged over the tested positions (diagnostics only)."""
-        return self.sum_min_total / self.positions_tested if self.positions_tested else 0.0
-
-    @property
-    def closed_form_sum_prod(self) -> float:
-        """Σ p·q averaged over the tested positions (diagnostics only)."""
-        return self.sum_prod_total / self.positions_tested if self.positions_tested else 0.0
-
-    @property
-    def closed_form_accepted_len(self) -> float:
-        """E[accepted | drafts] of the rule that ran, per round (diagnostics only)."""
-        return self.accepted_len_total / self.rounds if self.rounds else 0.0
-
-    @property
-    def closed_form_block(self) -> float:
-        """E[accepted | drafts] under block verification on the same drafts, per round."""
-        return self.block_len_total / self.rounds if self.rounds else 0.0
-
-    @property
-    def accepted_len_z(self) -> float:
-        """(accepted - Σ E[accepted | drafts]) / sqrt(Σ Var[accepted | drafts]).
-
-        Given each round's drafts, its accepted count has the closed-form law the
-        sums read, so the numerator is a martingale with that variance: a correct
-        rule reads a z within 4 of zero.
-        """
-        difference = self.accepted - self.accepted_len_total
-        if self.accepted_len_variance_total > 0:
-            return float(difference / math.sqrt(self.accepted_len_variance_total))
-        return 0.0 if abs(difference) < 1e-6 else math.copysign(math.inf, difference)
-
-    def summary_line(self) -> str:
-        """The stable, greppable one-line summary of the run."""
-        line = (
-            f"[Speculative acceptance] rule={self.rule.value} rounds={self.rounds} "
-            f"proposed={self.proposed} positions_tested={self.positions_tested} "
-            f"accepted={self.accepted} "
-            f"per_position_acceptance={self.per_position_acceptance:.4f} "
-            f"acceptance_rate={self.acceptance_rate:.4f} "
-            f"mean_accepted_len={self.mean_accepted_len:.4f}"
-        )
-        if self.diagnostics:
-            line += (
-                f" closed_form_sum_min={self.closed_form_sum_min:.4f}"
-                f" closed_form_sum_prod={self.closed_form_sum_prod:.4f}"
-                f" closed_form_accepted_len={self.closed_form_accepted_len:.4f}"
-                f" closed_form_block={self.closed_form_block:.4f}"
-            )
-        return line
+_Observer = Callable[[RoundObservation], None]
 
 
 class SpeculativeRun(Iterator[list[int]]):
@@ -211,154 +136,123 @@ class SpeculativeRun(Iterator[list[int]]):
         return next(self._blocks)
 
 
-def _make_cache(model: Any, name: str) -> list[Any]:
-    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+class _UntimedClock(RoundClock):
+    """The clock of a run nobody times: every mark is free, and the sync a plain eval."""
 
-    cache: list[Any] = make_prompt_cache(model)
-    rotating = sorted({type(c).__name__ for c in cache if hasattr(c, "max_size")})
-    if rotating:
-        # A sliding-window cache reports itself trimmable until it fills, then trims nothing.
-        raise ValueError(
-            f"{name} uses a sliding-window cache {rotating}, which cannot be rewound once "
-            "full: speculative decoding needs a trimmable prompt cache"
-        )
-    if not can_trim_prompt_cache(cache):
-        kinds = sorted({type(c).__name__ for c in cache if not c.is_trimmable()})
-        raise ValueError(
-            f"{name} must have a trimmable prompt cache for speculative decoding, got {kinds}"
-        )
-    return cache
+    def start_round(self) -> None:
+        pass
+
+    def phase(self, name: str, *arrays: Any) -> None:
+        pass
+
+    def synchronise(self, *arrays: mx.array) -> None:
+        mx.eval(*arrays)
+
+    def end_round(self) -> None:
+        pass
 
 
-def _trim(cache: list[Any], count: int, name: str) -> None:
-    if count:
-        from mlx_lm.models.cache import trim_prompt_cache
-
-        # mlx-lm annotates the return as a list, but it is the number of entries trimmed.
-        trimmed: Any = trim_prompt_cache(cache, count)
-        if trimmed != count:
-            raise CacheInvariantError(f"the {name} cache trimmed {trimmed} of {count} entries")
+_UNTIMED = _UntimedClock()
 
 
-def _offset(cache: list[Any]) -> int:
-    return int(cache[0].offset)
+@dataclass
+class _Run:
+    """Everything one run owns: both caches, the history, the counters and its keys."""
+
+    seed: int
+    max_tokens: int
+    target_cache: list[Any]
+    draft_cache: list[Any]
+    history: mx.array
+    """The prompt and every token emitted so far; its last entry is `current`."""
+    current: int
+    stats: SpeculativeStats
+    clock: RoundClock
+    observer: _Observer | None
+    backfill: list[int] = field(default_factory=list)
+    """The last draft of an all-accepted round: the drafter never forwarded it, and owes it."""
+    generated: int = 0
+
+    @property
+    def keeps_rows(self) -> bool:
+        """An observer is shown every round's rows, which the sync then reads back."""
+        return self.observer is not None
 
 
-def vocab_size_of(model: Any) -> int:
-    """The vocabulary size a model declares (mlx-lm's `args.vocab_size`), else a probe."""
-    args = getattr(model, "args", None)
-    declared = getattr(args, "vocab_size", None)
-    if isinstance(declared, int):
-        return declared
-    probe = model(mx.array([[0]]), cache=None)
-    return int(probe.shape[-1])
+class _Drafts(NamedTuple):
+    """A round's k drafts, lazy."""
+
+    each: list[mx.array]
+    """The 0-d tokens, in order."""
+    tokens: mx.array
+    """`[k]` int32, the same tokens."""
+    probs: mx.array | None
+    """`[k, V]`, the law each was drawn from; None when neither the rule nor anyone reads q."""
+    codes: mx.array
+    """`[k]`, the row guard's code of each draft's logits and law."""
 
 
-def _check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
-    tokens = list(prompt)
-    if not tokens:
-        raise ValueError("prompt must hold at least one token, got an empty prompt")
-    for position, token in enumerate(tokens):
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(f"prompt[{position}] must be an int token id, got {token!r}")
-        if not 0 <= token < vocab_size:
-            raise ValueError(f"prompt[{position}] must lie in [0, {vocab_size}), got {token}")
-    return tokens
+class _RoundArrays(NamedTuple):
+    """What the round's one synchronisation evaluates, lazy; `_ReadBack` is it read back."""
+
+    num_accepted: mx.array
+    next_token: mx.array
+    draft_tokens: mx.array
+    target_codes: mx.array
+    draft_codes: mx.array
+    sum_min: mx.array | None
+    sum_prod: mx.array | None
+    survival: mx.array | None
+    block_survival: mx.array | None
+    target_probs: mx.array | None
+    draft_probs: mx.array | None
+    uniforms: mx.array | None
 
 
-def _check_model(name: str, model: object) -> None:
-    if not callable(model):
-        raise TypeError(
-            f"{name} must be a model, callable as model(tokens[None], cache=cache), "
-            f"got {type(model).__name__}"
-        )
+class _ReadBack(NamedTuple):
+    """The round's values on the host: closed forms with diagnostics, rows with an observer."""
+
+    num_accepted: int
+    next_token: int
+    draft_tokens: list[int]
+    target_codes: list[int]
+    draft_codes: list[int]
+    sum_min: list[float] | None
+    sum_prod: list[float] | None
+    survival: list[float] | None
+    block_survival: list[float] | None
+    target_probs: list[list[float]] | None
+    draft_probs: list[list[float]] | None
+    uniforms: list[list[float]] | None
 
 
-def _check_eos_token_ids(eos_token_ids: object) -> frozenset[int]:
-    if isinstance(eos_token_ids, str | bytes) or not isinstance(eos_token_ids, Iterable):
-        raise TypeError(
-            "eos_token_ids must be a collection of int token ids (e.g. frozenset({2})), "
-            f"got {type(eos_token_ids).__name__} {eos_token_ids!r}"
-        )
-    ids = frozenset(eos_token_ids)
-    for token in ids:
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(f"eos_token_ids must hold int token ids, got {token!r}")
-    return ids
+class _Outcome(NamedTuple):
+    """What a round decided: the tokens it emits, and what an observer is shown of it."""
+
+    emitted: list[int]
+    owes_backfill: bool
+    draft_tokens: list[int]
+    num_accepted: int
+    target_probs: list[list[float]] | None
+    draft_probs: list[list[float]] | None
+    uniforms: list[list[float]] | None
 
 
-def _check_run_arguments(max_tokens: int, seed: int, prefill_step_size: int) -> None:
-    for name, value in (
-        ("max_tokens", max_tokens), ("seed", seed), ("prefill_step_size", prefill_step_size),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
-    if max_tokens < 0:
-        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    if not 0 <= seed < 2**64:
-        raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
-    if prefill_step_size < 1:
-        raise ValueError(f"prefill_step_size must be >= 1, got {prefill_step_size}")
+def _read_back(stats: SpeculativeStats, clock: RoundClock, *arrays: mx.array | None) -> list[Any]:
+    """The round's one host synchronisation: evaluate, then read back (None stays None)."""
+    stats.host_syncs += 1
+    clock.synchronise(*[array for array in arrays if array is not None])
+    return [None if array is None else array.tolist() for array in arrays]
 
 
-def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None:
-    """Forward every prompt token but the last, in chunks of `step`."""
-    body = tokens[:-1]
-    for start in range(0, len(body), step):
-        model(mx.array(body[start : start + step])[None], cache=cache)
-        mx.eval([c.state for c in cache])
+def _launch(clock: RoundClock, *arrays: mx.array) -> None:
+    """Start the arrays' work on the device now, without a host synchronisation.
 
-
-_VALID, _NOT_FINITE, _ALL_MASKED, _NO_MASS = 0, 1, 2, 3
-
-
-def _invalid_rows(logits: mx.array, probs: mx.array) -> mx.array:
-    """Per row, a code: NaN or +inf logits, -inf everywhere, or a sampler law with no mass.
-
-    A single -inf is a legitimate mask; a row masked everywhere has no distribution.
-    `probs` is the row's effective distribution: with valid logits and a valid
-    config it is always finite with a positive sum (the float32 envelope of
-    `SamplerConfig`), so a row failing that check names the arithmetic, not the
-    model. The codes ride along the round's one synchronisation.
+    A phased clock evaluates each phase itself, and must find its work not yet
+    started, or the device time would land in the Python between phases.
     """
-    not_finite = (mx.isnan(logits) | (logits == float("inf"))).any(axis=-1)
-    all_masked = (logits == float("-inf")).all(axis=-1)
-    no_mass = ~(mx.isfinite(probs).all(axis=-1) & (probs.sum(axis=-1) > 0))
-    return mx.where(
-        not_finite, _NOT_FINITE,
-        mx.where(all_masked, _ALL_MASKED, mx.where(no_mass, _NO_MASS, _VALID)),
-    )
-
-
-def _check_width(logits: mx.array, vocab_size: int, what: str) -> None:
-    """Refuse logits wider or narrower than the vocabulary the model declares (a shape: free)."""
-    if logits.shape[-1] != vocab_size:
-        raise ValueError(
-            f"{what} produced logits over {logits.shape[-1]} tokens, but it declares a "
-            f"vocabulary of {vocab_size} (config vocab_size): its output layer and its "
-            "declared vocabulary disagree"
-        )
-
-
-def _raise_on_invalid(codes: Any, what: str, first_position: int) -> None:
-    """Raise for the first row whose logits are invalid; row i decides first_position + i."""
-    for row, code in enumerate(codes):
-        position = first_position + row
-        if code == _NOT_FINITE:
-            raise NonFiniteLogitsError(
-                f"{what} produced NaN or +inf logits at output position {position}"
-            )
-        if code == _ALL_MASKED:
-            raise NonFiniteLogitsError(
-                f"{what} produced logits that are -inf for every token at output position "
-                f"{position}: there is no token to draw"
-            )
-        if code == _NO_MASS:
-            raise NonFiniteLogitsError(
-                f"{what}'s sampler left no finite probability mass at output position "
-                f"{position}: its finite logits overflowed float32 in the sampler's "
-                f"arithmetic (logits of magnitude above 2**64 void the sampler's guarantee)"
-            )
+    if not clock.phased:
+        mx.async_eval(*arrays)  # type: ignore[no-untyped-call]  # mlx ships it untyped
 
 
 @dataclass
@@ -387,8 +281,6 @@ class SpeculativeGenerator:
             per round E[accepted | drafts] (and its variance) under the rule that ran
             and under block verification.
         prefill_step_size: prompt tokens per prefill forward.
-        round_observer: called with a `RoundObservation` after every round (for
-            tracing; it costs one extra read-back of the round's rows).
         fast_path: sample and verify through `specaccept.shell.fused`, which
             returns what the core functions return, bit for bit, with fewer
             kernels; False runs the core functions as written. Samplers with
@@ -405,16 +297,12 @@ class SpeculativeGenerator:
     check_caches: bool = False
     diagnostics: bool = False
     prefill_step_size: int = 512
-    round_observer: Callable[[RoundObservation], None] | None = None
     fast_path: bool = True
     _fused: FusedSampler | None = field(init=False, repr=False)
-    _observed: tuple[Any, Any, list[int], Any, int] = field(
-        init=False, repr=False
-    )
 
     def __post_init__(self) -> None:
-        _check_model("target", self.target)
-        _check_model("drafter", self.drafter)
+        check_model("target", self.target)
+        check_model("drafter", self.drafter)
         if not isinstance(self.target_config, SamplerConfig):
             raise TypeError(
                 f"target_config must be a SamplerConfig, got {type(self.target_config).__name__}"
@@ -430,7 +318,7 @@ class SpeculativeGenerator:
             raise ValueError(f"num_draft_tokens must be an int >= 1, got {k!r}")
         # Before any model runs: a bad rule or a bad switch in the environment is an error now.
         self.acceptance_rule = choose_rule(self.rule, self.target_config)
-        self.eos_token_ids = _check_eos_token_ids(self.eos_token_ids)
+        self.eos_token_ids = check_eos_token_ids(self.eos_token_ids)
         self.vocab_size = vocab_size_of(self.target)
         draft_vocab = vocab_size_of(self.drafter)
         if draft_vocab != self.vocab_size:
@@ -439,8 +327,8 @@ class SpeculativeGenerator:
                 f"({self.vocab_size}): speculative decoding needs one shared vocabulary"
             )
         # Refuse a non-trimmable cache now, before a prompt is prefilled.
-        _make_cache(self.target, "target")
-        _make_cache(self.drafter, "drafter")
+        make_cache(self.target, "target")
+        make_cache(self.drafter, "drafter")
         served = FusedSampler.serves(self.target_config) and FusedSampler.serves(
             self.draft_config)
         # Uncompiled: development runs on an H200 at V = 128k (not kept) found mx.compile'd
@@ -462,17 +350,182 @@ class SpeculativeGenerator:
         """The fused sampler the rounds run through; None on the core path."""
         return self._fused
 
-    @staticmethod
-    def _sync(
-        stats: SpeculativeStats, *arrays: mx.array, clock: RoundClock | None = None
-    ) -> list[Any]:
-        """The round's one host synchronisation: evaluate, then read back."""
-        stats.host_syncs += 1
-        if clock is None:
-            mx.eval(*arrays)
+    def generate(
+        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0,
+        clock: RoundClock | None = None,
+        observer: Callable[[RoundObservation], None] | None = None,
+    ) -> SpeculativeRun:
+        """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
+
+        The arguments are checked here, before any model runs. The round that
+        starts at output position n (0-based, counted from the first generated
+        token) reads ``round_uniforms(seed, n, k)``: its accept tests and drafts
+        keyed by (n, offset), fresh in every round, and the target's draw at each
+        position m by m alone (spec/randomness.md).
+
+        Args:
+            prompt: token ids, at least one.
+            max_tokens: tokens to generate at most (an EOS ends the run earlier).
+            seed: the run's seed, in [0, 2**64).
+            clock: times the run's drafting rounds (`RoundClock`).
+            observer: called with a `RoundObservation` after every round (for
+                tracing; it costs one extra read-back of the round's rows).
+        """
+        check_run_arguments(max_tokens, seed, self.prefill_step_size)
+        tokens = check_prompt(prompt, self.vocab_size)
+        if clock is not None and not isinstance(clock, RoundClock):
+            raise TypeError(f"clock must be a RoundClock or None, got {clock!r}")
+        if observer is not None and not callable(observer):
+            raise TypeError(f"observer must be callable or None, got {observer!r}")
+        stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
+        blocks = self._blocks(tokens, max_tokens, seed, stats, clock or _UNTIMED, observer)
+        return SpeculativeRun(blocks, stats)
+
+    def _blocks(
+        self, tokens: list[int], max_tokens: int, seed: int, stats: SpeculativeStats,
+        clock: RoundClock, observer: _Observer | None,
+    ) -> Iterator[list[int]]:
+        target_cache = make_cache(self.target, "target")
+        draft_cache = make_cache(self.drafter, "drafter")
+        prefill(self.target, target_cache, tokens, self.prefill_step_size)
+        prefill(self.drafter, draft_cache, tokens, self.prefill_step_size)
+        run = _Run(seed, max_tokens, target_cache, draft_cache,
+                   history=mx.array(tokens, dtype=mx.int32), current=tokens[-1],
+                   stats=stats, clock=clock, observer=observer)
+        while run.generated < max_tokens:
+            k = min(self.num_draft_tokens, max_tokens - run.generated - 1)
+            offsets_before = (offset(target_cache), offset(draft_cache), len(run.backfill) + 1)
+            if k == 0:  # one token left: a plain target step decides it
+                outcome = self._final_step(run)
+            else:
+                clock.start_round()
+                outcome = self._round(run, k)
+                clock.end_round()
+                # The round's last draft, emitted just before the bonus token, leads the
+                # next round's first drafter forward.
+                run.backfill = [outcome.emitted[-2]] if outcome.owes_backfill else []
+            # EOS anywhere in the block ends the run at it.
+            emitted = outcome.emitted
+            cut = next((i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids),
+                       len(emitted))
+            emitted = emitted[:cut]
+            run.generated += len(emitted)
+            stats.generated = run.generated
+            stopped = emitted[-1] in self.eos_token_ids or run.generated == max_tokens
+            if observer is not None:
+                observer(self._observation(run, outcome, emitted, stopped, offsets_before))
+            yield emitted
+            if stopped:
+                return
+            run.history = mx.concatenate([run.history, mx.array(emitted, dtype=mx.int32)])
+            run.current = emitted[-1]
+            if self.check_caches:
+                check_offsets(stats.rounds, target_cache, draft_cache, len(run.backfill),
+                              run.history.shape[0] - 1)
+
+    def _round(self, run: _Run, k: int) -> _Outcome:
+        """Draft k tokens, forward them through the target once, decide, sync once, rewind."""
+        position = run.generated
+        # Keyed by the round's first position: fresh in every round, under every rule.
+        randomness = round_uniforms(run.seed, position, k)
+        drafts = self._draft(run, k, mx.array(randomness.draft, dtype=mx.float32))
+        target_input = mx.concatenate([mx.array([run.current], dtype=mx.int32), drafts.tokens])
+        target_logits = self.target(target_input[None], cache=run.target_cache)[0]
+        check_width(target_logits, self.vocab_size, "the target")
+        _launch(run.clock, target_logits)  # the device runs it while Python builds the verdict
+        run.clock.phase("target forward", target_logits)
+        uniforms = mx.array(randomness.verify, dtype=mx.float32)
+        values = _ReadBack(*_read_back(
+            run.stats, run.clock, *self._decide(run, target_logits, drafts, uniforms)
+        ))
+        accepted = values.num_accepted
+        # Rows past the emitted block decide nothing; only a row that decided a token counts.
+        raise_on_invalid(values.draft_codes[: accepted + 1], "the drafter", position)
+        raise_on_invalid(values.target_codes[: accepted + 1], "the target", position)
+        tested = run.stats.count_round(k, accepted)
+        if self.diagnostics:
+            assert values.sum_min is not None and values.sum_prod is not None
+            assert values.survival is not None and values.block_survival is not None
+            run.stats.count_closed_forms(tested, values.sum_min, values.sum_prod,
+                                         values.survival, values.block_survival)
+        plan = rewind_trim(k, accepted)
+        trim(run.target_cache, plan.target_trim, "target")
+        trim(run.draft_cache, plan.draft_trim, "drafter")
+        return _Outcome(
+            [*values.draft_tokens[:accepted], values.next_token], plan.draft_backfill,
+            values.draft_tokens, accepted, values.target_probs, values.draft_probs,
+            values.uniforms,
+        )
+
+    def _draft(self, run: _Run, k: int, uniforms: mx.array) -> _Drafts:
+        """k drafts from the drafter: it forwards ``[*backfill, current]``, then each draft."""
+        assert self.draft_config is not None
+        keep_q = (self.acceptance_rule.needs_proposal_distribution or self.diagnostics
+                  or run.keeps_rows)
+        fused, clock, history = self._fused, run.clock, run.history
+        drafts: list[mx.array] = []
+        draft_probs: list[mx.array] = []
+        # Each draft's logits and law are checked as it is sampled; the codes ride the sync.
+        codes: list[mx.array] = []
+        step_input = mx.array([*run.backfill, run.current])
+        for j in range(k):
+            logits = self.drafter(step_input[None], cache=run.draft_cache)[0, -1]
+            check_width(logits, self.vocab_size, "the drafter")
+            clock.phase("drafter forward", logits)
+            if fused is not None:
+                token, q, code = fused.draft_step(logits, uniforms[j])
+                code = code[None]
+            else:
+                token, q = sample_token_with_distribution(
+                    logits, self.draft_config, history, uniforms[j]
+                )
+                code = invalid_rows(logits[None], q[None])
+                history = mx.concatenate([history, token.reshape(1)])
+            _launch(clock, token)  # the draft's work starts while Python builds the next step
+            clock.phase("draft sampling", token, q, code)
+            drafts.append(token)
+            codes.append(code)
+            if keep_q:
+                draft_probs.append(q)
+            step_input = token.reshape(1)
+        probs = mx.stack(draft_probs) if keep_q else None
+        return _Drafts(drafts, mx.stack(drafts), probs, mx.concatenate(codes))
+
+    def _decide(
+        self, run: _Run, target_logits: mx.array, drafts: _Drafts, uniforms: mx.array
+    ) -> _RoundArrays:
+        """The target's rows, the rule's verdict and the guard's codes, lazy."""
+        rule = self.acceptance_rule
+        needed_q = drafts.probs if rule.needs_proposal_distribution else None
+        joint: JointVerdict | None = None
+        if self._fused is not None:
+            verdict = self._fused.verify_round(
+                rule, target_logits, needed_q, drafts.tokens, uniforms
+            )
+            num_accepted, next_token = verdict.num_accepted, verdict.next_token
+            target_probs, target_codes = verdict.target_probs, verdict.invalid
         else:
-            clock.synchronise(*arrays)
-        return [array.tolist() for array in arrays]
+            target_probs = self._target_rows(target_logits, run.history, drafts.each)
+            if rule.verifies_jointly:
+                assert drafts.probs is not None
+                joint = verify_blockwise(target_probs, drafts.probs, drafts.tokens, uniforms)
+                num_accepted, next_token = joint.num_accepted, joint.next_token
+            else:
+                tokenwise = verify_tokenwise(rule, target_probs, needed_q, drafts.tokens,
+                                             uniforms)
+                num_accepted, next_token = tokenwise.num_accepted, tokenwise.next_token
+            target_codes = invalid_rows(target_logits, target_probs)
+        run.clock.phase("sampling and verification", num_accepted, next_token, drafts.tokens,
+                        target_codes, drafts.codes)
+        forms: tuple[mx.array | None, ...] = (None,) * 4
+        if self.diagnostics:
+            assert drafts.probs is not None
+            if joint is None:
+                joint = verify_blockwise(target_probs, drafts.probs, drafts.tokens, uniforms)
+            forms = round_closed_forms(rule, target_probs, drafts.probs, drafts.tokens, joint)
+        rows = (target_probs, drafts.probs, uniforms) if run.keeps_rows else (None,) * 3
+        return _RoundArrays(num_accepted, next_token, drafts.tokens, target_codes, drafts.codes,
+                            *forms, *rows)
 
     def _target_rows(self, logits: mx.array, history: mx.array, drafts: list[mx.array]) -> mx.array:
         """Row i: the target's law after the prefix plus drafts[:i], `[k+1, V]`."""
@@ -485,355 +538,36 @@ class SpeculativeGenerator:
             rows.append(effective_token_distribution(logits[i], config, row_history))
         return mx.stack(rows)
 
-    def generate(
-        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0,
-        clock: RoundClock | None = None,
-    ) -> SpeculativeRun:
-        """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
-
-        The arguments are checked here, before any model runs. The round that
-        starts at output position n (0-based, counted from the first generated
-        token) reads ``round_uniforms(seed, n, k)``: its accept tests and drafts
-        keyed by (n, offset), fresh in every round, and the target's draw at each
-        position m by m alone (spec/randomness.md). A `clock` times the run's
-        drafting rounds (`RoundClock`).
-        """
-        _check_run_arguments(max_tokens, seed, self.prefill_step_size)
-        tokens = _check_prompt(prompt, self.vocab_size)
-        stats = SpeculativeStats(self.acceptance_rule, diagnostics=self.diagnostics)
-        return SpeculativeRun(self._blocks(tokens, max_tokens, seed, stats, clock), stats)
-
-    def _blocks(
-        self, tokens: list[int], max_tokens: int, seed: int, stats: SpeculativeStats,
-        clock: RoundClock | None,
-    ) -> Iterator[list[int]]:
-        assert self.draft_config is not None
-        k_max = self.num_draft_tokens
-        target_cache = _make_cache(self.target, "target")
-        draft_cache = _make_cache(self.drafter, "drafter")
-        _prefill(self.target, target_cache, tokens, self.prefill_step_size)
-        _prefill(self.drafter, draft_cache, tokens, self.prefill_step_size)
-
-        # The prompt and every emitted token so far; its last entry is `current`.
-        history = mx.array(tokens, dtype=mx.int32)
-        current = tokens[-1]
-        backfill: list[int] = []  # the last draft of an all-accepted round, owed to the drafter
-        generated = 0
-        while generated < max_tokens:
-            k = min(k_max, max_tokens - generated - 1)
-            offsets_before = (_offset(target_cache), _offset(draft_cache), len(backfill) + 1)
-            if k == 0:
-                # One token left: a plain target step decides it.
-                emitted = self._final_step(
-                    stats, target_cache, history, current, generated, seed
-                )
-            else:
-                if clock is not None:
-                    clock.start_round()
-                emitted, owes_backfill = self._round(
-                    stats, target_cache, draft_cache, history, current, backfill, generated, k,
-                    seed, clock,
-                )
-                if clock is not None:
-                    clock.end_round()
-                # The drafter never forwarded the round's last draft, emitted just before
-                # the bonus token: it leads the next round's first drafter forward.
-                backfill = [emitted[-2]] if owes_backfill else []
-            # EOS anywhere in the block ends the run at it.
-            cut = next(
-                (i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids), len(emitted)
-            )
-            emitted = emitted[:cut]
-            generated += len(emitted)
-            stats.generated = generated
-            if self.round_observer is not None:
-                self._observe(
-                    emitted, generated, max_tokens, offsets_before, target_cache, draft_cache
-                )
-            yield emitted
-            if emitted[-1] in self.eos_token_ids or generated == max_tokens:
-                return
-            history = mx.concatenate([history, mx.array(emitted, dtype=mx.int32)])
-            current = emitted[-1]
-            if self.check_caches:
-                self._check_offsets(
-                    stats.rounds, target_cache, draft_cache, backfill, history.shape[0] - 1
-                )
-
-    def _observe(
-        self, emitted: list[int], generated: int, max_tokens: int,
-        offsets_before: tuple[int, int, int], target_cache: list[Any], draft_cache: list[Any],
-    ) -> None:
-        assert self.round_observer is not None
-        target_probs, draft_probs, drafts, uniforms, accepted = self._observed
-        has_drafts = bool(drafts)
-        self.round_observer(RoundObservation(
-            position=generated - len(emitted), rule=self.acceptance_rule,
-            target_probs=target_probs, draft_probs=draft_probs, draft_tokens=drafts,
-            uniforms=uniforms, num_accepted=accepted, emitted=emitted,
-            stopped=emitted[-1] in self.eos_token_ids or generated == max_tokens,
-            target_offset_before=offsets_before[0],
-            draft_offset_before=offsets_before[1] if has_drafts else None,
-            draft_fed=offsets_before[2] if has_drafts else 0,
-            target_offset_after=_offset(target_cache),
-            draft_offset_after=_offset(draft_cache) if has_drafts else None,
-        ))
-
-    @staticmethod
-    def _check_offsets(
-        rounds: int, target_cache: list[Any], draft_cache: list[Any], backfill: list[int],
-        before: int,
-    ) -> None:
-        target_offset, draft_offset = _offset(target_cache), _offset(draft_cache)
-        if target_offset != before or draft_offset + len(backfill) != before:
-            raise CacheInvariantError(
-                f"after round {rounds}: {before} tokens precede the current token, "
-                f"but the target cache holds {target_offset} and the drafter cache "
-                f"{draft_offset} (+{len(backfill)} owed)"
-            )
-
-    def _final_step(
-        self,
-        stats: SpeculativeStats,
-        target_cache: list[Any],
-        history: mx.array,
-        current: int,
-        position: int,
-        seed: int,
-    ) -> list[int]:
-        logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
-        _check_width(logits, self.vocab_size, "the target")
-        probs = effective_token_distribution(logits, self.target_config, history)
-        uniforms = round_uniforms(seed, position, 0).verify
+    def _final_step(self, run: _Run) -> _Outcome:
+        """The last token: the target alone draws it, in a round that proposes nothing."""
+        logits = self.target(mx.array([run.current])[None], cache=run.target_cache)[0, -1]
+        check_width(logits, self.vocab_size, "the target")
+        probs = effective_token_distribution(logits, self.target_config, run.history)
+        uniforms = round_uniforms(run.seed, run.generated, 0).verify
         token = sample_from_distribution(probs, uniforms[0][1])
-        stats.rounds += 1
-        observed = [probs[None]] if self.round_observer is not None else []
-        token_value, invalid, *rows = self._sync(
-            stats, token, _invalid_rows(logits[None], probs[None]), *observed
+        run.stats.rounds += 1
+        # Untimed: a clock times the drafting rounds only.
+        token_value, codes, rows = _read_back(
+            run.stats, _UNTIMED, token, invalid_rows(logits[None], probs[None]),
+            probs[None] if run.keeps_rows else None,
         )
-        if rows:
-            self._observed = (rows[0], None, [], uniforms, 0)
-        _raise_on_invalid(invalid, "the target", position)
-        return [int(token_value)]
+        raise_on_invalid(codes, "the target", run.generated)
+        return _Outcome([token_value], False, [], 0, rows, None, uniforms)
 
-    def _round(
-        self,
-        stats: SpeculativeStats,
-        target_cache: list[Any],
-        draft_cache: list[Any],
-        history: mx.array,
-        current: int,
-        backfill: list[int],
-        position: int,
-        k: int,
-        seed: int,
-        clock: RoundClock | None = None,
-    ) -> tuple[list[int], bool]:
-        assert self.draft_config is not None
-        rule, fused = self.acceptance_rule, self._fused
-        keep_q = (rule.needs_proposal_distribution or self.diagnostics
-                  or self.round_observer is not None)
-        draft_history = history
-        drafts: list[mx.array] = []
-        draft_probs: list[mx.array] = []
-        # Each draft's logits and law are checked as it is sampled; the codes ride the sync.
-        draft_checks: list[mx.array] = []
-        # Keyed by the round's first position: fresh in every round, under every rule.
-        round_randomness = round_uniforms(seed, position, k)
-        draft_uniforms = mx.array(round_randomness.draft, dtype=mx.float32)
-        step_input = mx.array([*backfill, current])
-        for j in range(k):
-            logits = self.drafter(step_input[None], cache=draft_cache)[0, -1]
-            _check_width(logits, self.vocab_size, "the drafter")
-            if clock is not None:
-                clock.phase("drafter forward", logits)
-            if fused is not None:
-                token, q, check = fused.draft_step(logits, draft_uniforms[j])
-                check = check[None]
-            else:
-                token, q = sample_token_with_distribution(
-                    logits, self.draft_config, draft_history, draft_uniforms[j]
-                )
-                check = _invalid_rows(logits[None], q[None])
-                draft_history = mx.concatenate([draft_history, token.reshape(1)])
-            _launch(clock, token)  # the draft's work starts while Python builds the next step
-            if clock is not None:
-                clock.phase("draft sampling", token, q, check)
-            drafts.append(token)
-            draft_checks.append(check)
-            if keep_q:
-                draft_probs.append(q)
-            step_input = token.reshape(1)
-
-        draft_tokens = mx.stack(drafts)
-        target_input = mx.concatenate([mx.array([current], dtype=mx.int32), draft_tokens])
-        target_logits = self.target(target_input[None], cache=target_cache)[0]
-        _check_width(target_logits, self.vocab_size, "the target")
-        _launch(clock, target_logits)  # the device runs it while Python builds the verdict
-        if clock is not None:
-            clock.phase("target forward", target_logits)
-        proposal = mx.stack(draft_probs) if keep_q else None
-        uniforms = mx.array(round_randomness.verify, dtype=mx.float32)
-        needed_q = proposal if rule.needs_proposal_distribution else None
-        joint = None
-        if fused is not None:
-            fused_verdict = fused.verify_round(
-                rule, target_logits, needed_q, draft_tokens, uniforms
-            )
-            verdict = BlockVerdict(fused_verdict.num_accepted, fused_verdict.next_token)
-            target_probs, target_invalid = fused_verdict.target_probs, fused_verdict.invalid
-        else:
-            target_probs = self._target_rows(target_logits, history, drafts)
-            if rule.verifies_jointly:
-                assert proposal is not None
-                joint = verify_blockwise(target_probs, proposal, draft_tokens, uniforms)
-                verdict = BlockVerdict(joint.num_accepted, joint.next_token)
-            else:
-                verdict = verify_tokenwise(rule, target_probs, needed_q, draft_tokens, uniforms)
-            target_invalid = _invalid_rows(target_logits, target_probs)
-        draft_invalid = mx.concatenate(draft_checks)
-        outputs = [verdict.num_accepted, verdict.next_token, draft_tokens,
-                   target_invalid, draft_invalid]
-        if clock is not None:
-            clock.phase("sampling and verification", *outputs)
-        if self.diagnostics:
-            assert proposal is not None
-            forms = acceptance_closed_forms(target_probs[:k], proposal)
-            if joint is None:
-                joint = verify_blockwise(target_probs, proposal, draft_tokens, uniforms)
-            block_survival = _survival(joint.accepted_length_law)
-            survival = (block_survival if rule.verifies_jointly
-                        else _token_survival(rule, target_probs[:k], proposal, draft_tokens))
-            outputs += [forms.sum_min, forms.sum_prod, survival, block_survival]
-        if self.round_observer is not None:
-            assert proposal is not None
-            outputs += [target_probs, proposal, uniforms]
-        values = self._sync(stats, *outputs, clock=clock)
-        accepted, next_token, draft_values, target_invalid, draft_invalid = values[:5]
-        # Rows past the emitted block decide nothing; only a row that decided a token counts.
-        _raise_on_invalid(draft_invalid[: accepted + 1], "the drafter", position)
-        _raise_on_invalid(target_invalid[: accepted + 1], "the target", position)
-
-        tested = min(accepted + 1, k)
-        stats.rounds += 1
-        stats.proposed += k
-        stats.positions_tested += tested
-        stats.accepted += accepted
-        if self.diagnostics:
-            stats.sum_min_total += sum(values[5][:tested])
-            stats.sum_prod_total += sum(values[6][:tested])
-            # P(accepted >= i | drafts), i = 1..k: the mean is their sum, and
-            # E[accepted^2] = Σ (2i - 1) P(accepted >= i).
-            survival = values[7]
-            mean = sum(survival)
-            stats.accepted_len_total += mean
-            stats.accepted_len_variance_total += max(
-                sum((2 * i + 1) * s for i, s in enumerate(survival)) - mean * mean, 0.0
-            )
-            stats.block_len_total += sum(values[8])
-
-        if self.round_observer is not None:
-            self._observed = (*values[-3:-1], draft_values, values[-1], accepted)
-        plan = rewind_trim(k, accepted)
-        _trim(target_cache, plan.target_trim, "target")
-        _trim(draft_cache, plan.draft_trim, "drafter")
-        return [*draft_values[:accepted], next_token], plan.draft_backfill
-
-
-def _launch(clock: RoundClock | None, *arrays: mx.array) -> None:
-    """Start the arrays' work on the device now, without a host synchronisation.
-
-    A phased clock evaluates each phase itself, and must find its work not yet
-    started, or the device time would land in the Python between phases.
-    """
-    if clock is None or not clock.phased:
-        mx.async_eval(*arrays)  # type: ignore[no-untyped-call]  # mlx ships it untyped
-
-
-def _survival(law: mx.array) -> mx.array:
-    """P(tau >= i), i = 1..k, from the law of tau over 0..k."""
-    return mx.cumsum(law[::-1])[::-1][1:]
-
-
-def _token_survival(
-    rule: AcceptanceRule, target_probs: mx.array, draft_probs: mx.array, draft_tokens: mx.array
-) -> mx.array:
-    """P(accepted >= i | drafts), i = 1..k, for a rule that verifies token by token.
-
-    Position j keeps its draft t with probability c_j given t: min(1, p(t)/q(t)) for
-    stochastic (0 when p(t) = 0, 1 when q(t) = 0 < p(t)), p(t) for sampler-match (the
-    target's draw equals t), [t = argmax p] for greedy-argmax; the prefix survives
-    position i with probability c_1 ... c_i.
-    """
-    p_t = mx.take_along_axis(target_probs, draft_tokens[:, None], axis=-1)[:, 0]
-    if rule is AcceptanceRule.STOCHASTIC:
-        q_t = mx.take_along_axis(draft_probs, draft_tokens[:, None], axis=-1)[:, 0]
-        ratio = mx.minimum(p_t / mx.where(q_t > 0, q_t, 1.0), 1.0)
-        keep = mx.where(p_t > 0, mx.where(q_t > 0, ratio, 1.0), 0.0)
-    elif rule is AcceptanceRule.GREEDY_ARGMAX:
-        keep = (mx.argmax(target_probs, axis=-1) == draft_tokens).astype(mx.float32)
-    else:
-        keep = p_t
-    return mx.cumprod(keep)
-
-
-def target_only_generate(
-    target: Any,
-    prompt: Sequence[int],
-    config: SamplerConfig,
-    max_tokens: int,
-    *,
-    seed: int = 0,
-    eos_token_ids: frozenset[int] = frozenset(),
-    prefill_step_size: int = 512,
-    fast_path: bool = True,
-) -> Iterator[int]:
-    """Sample the target alone, one token per forward, with the generator's randomness.
-
-    Output position n draws with ``position_uniform(seed, n, SAMPLE)``, the
-    uniform a speculative round's sampler-match draw uses, so the two streams
-    coincide under sampler-match (up to the numerics of a batched forward).
-    `fast_path` means what it means for `SpeculativeGenerator`.
-    """
-    _check_model("target", target)
-    if not isinstance(config, SamplerConfig):
-        raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
-    eos_token_ids = _check_eos_token_ids(eos_token_ids)
-    _check_run_arguments(max_tokens, seed, prefill_step_size)
-    vocab_size = vocab_size_of(target)
-    tokens = _check_prompt(prompt, vocab_size)
-    cache = _make_cache(target, "target")
-    _prefill(target, cache, tokens, prefill_step_size)
-    history = mx.array(tokens, dtype=mx.int32)
-    # Compiled: a compiled target-only step measured faster than plain or core steps.
-    fused = fused_sampler(config, config) if fast_path and FusedSampler.serves(config) else None
-
-    def step(history: mx.array, position: int) -> tuple[mx.array, mx.array]:
-        logits = target(history[-1:][None], cache=cache)[0, -1]
-        _check_width(logits, vocab_size, "the target")
-        if fused is not None:
-            u = mx.array(position_uniform(seed, position, SAMPLE), dtype=mx.float32)
-            token, invalid = fused.target_step(logits, u)
-            return token, invalid[None]
-        probs = effective_token_distribution(logits, config, history)
-        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
-        return token, _invalid_rows(logits[None], probs[None])
-
-    if max_tokens == 0:
-        return
-    # Pipelined like mlx-lm's generate_step: position n + 1 is queued on the lazy
-    # token of position n before n is read back, so the forward never waits on Python.
-    pending = step(history, 0)
-    mx.async_eval(*pending)  # type: ignore[no-untyped-call]
-    for position in range(max_tokens):
-        token, invalid = pending
-        history = mx.concatenate([history, token.reshape(1)])
-        if position + 1 < max_tokens:
-            pending = step(history, position + 1)
-            mx.async_eval(*pending)  # type: ignore[no-untyped-call]
-        _raise_on_invalid(invalid.tolist(), "the target", position)
-        value = token.item()
-        assert isinstance(value, int)
-        yield value
-        if value in eos_token_ids:
-            return
+    def _observation(
+        self, run: _Run, outcome: _Outcome, emitted: list[int], stopped: bool,
+        offsets_before: tuple[int, int, int],
+    ) -> RoundObservation:
+        assert outcome.target_probs is not None and outcome.uniforms is not None
+        drafted = bool(outcome.draft_tokens)
+        return RoundObservation(
+            position=run.generated - len(emitted), rule=self.acceptance_rule,
+            target_probs=outcome.target_probs, draft_probs=outcome.draft_probs,
+            draft_tokens=outcome.draft_tokens, uniforms=outcome.uniforms,
+            num_accepted=outcome.num_accepted, emitted=emitted, stopped=stopped,
+            target_offset_before=offsets_before[0],
+            draft_offset_before=offsets_before[1] if drafted else None,
+            draft_fed=offsets_before[2] if drafted else 0,
+            target_offset_after=offset(run.target_cache),
+            draft_offset_after=offset(run.draft_cache) if drafted else None,
+        )

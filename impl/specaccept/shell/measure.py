@@ -173,7 +173,7 @@ def sampler_kernel_counts(
     """
     from specaccept.core.sampling import sample_token_with_distribution
     from specaccept.shell.fused import fused_sampler
-    from specaccept.shell.generator import _invalid_rows
+    from specaccept.shell.guards import invalid_rows
 
     key_target, key_draft = mx.random.split(mx.random.key(0))
     target_logits = mx.random.normal((k + 1, vocab_size), key=key_target)
@@ -189,7 +189,7 @@ def sampler_kernel_counts(
     for rule in rules:
         q = q_rows if rule.needs_proposal_distribution else None
         token, law = sample_token_with_distribution(draft_logits[0], config, (), u)
-        core_step = (token, law, _invalid_rows(draft_logits[:1], law[None]))
+        core_step = (token, law, invalid_rows(draft_logits[:1], law[None]))
         target_probs = effective_token_distribution(target_logits, config)
         if rule.verifies_jointly:
             assert q is not None
@@ -198,7 +198,7 @@ def sampler_kernel_counts(
         else:
             verdict = verify_tokenwise(rule, target_probs, q, tokens, uniforms)
             core_verdict = (verdict.num_accepted, verdict.next_token)
-        core_round = kernels_in_graph(*core_verdict, _invalid_rows(target_logits, target_probs))
+        core_round = kernels_in_graph(*core_verdict, invalid_rows(target_logits, target_probs))
         fused_step = fused.draft_step(draft_logits[0], u)
         fused_verdict = fused.verify_round(rule, target_logits, q, tokens, uniforms)
         counts[rule.value] = {

@@ -220,7 +220,7 @@ def agreement(
     model over the whole sequence. At temperature 0 both laws are one-hot: Σ min(p, q) is
     then how often the two argmaxes agree, and the entropy is 0.
     """
-    from specaccept.shell.generator import target_only_generate
+    from specaccept.shell.target_only import target_only_generate
 
     if config.uses_history:
         raise ValueError("agreement compares sampler laws without history: leave penalties off")

@@ -35,7 +35,9 @@ from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.core.tree import TreeScheme, iid_siblings_acceptance, tree_keys, verify_tree
-from specaccept.shell.generator import CacheInvariantError, NonFiniteLogitsError, vocab_size_of
+from specaccept.shell.arguments import vocab_size_of
+from specaccept.shell.caches import CacheInvariantError
+from specaccept.shell.guards import NonFiniteLogitsError
 
 __all__ = [
     "MAX_TREE_PATHS",

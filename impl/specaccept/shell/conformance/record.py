@@ -1,4 +1,4 @@
-"""Trace this library's own `SpeculativeGenerator` through its round observer."""
+"""Trace this library's own `SpeculativeGenerator` through a run's round observer."""
 
 from __future__ import annotations
 
@@ -49,9 +49,5 @@ def trace_generator(
             uniforms=observation.uniforms, cache=cache, stopped=observation.stopped,
         )
 
-    previous = generator.round_observer
-    generator.round_observer = record
-    try:
-        return [t for block in generator.generate(prompt, max_tokens, seed=seed) for t in block]
-    finally:
-        generator.round_observer = previous
+    blocks = generator.generate(prompt, max_tokens, seed=seed, observer=record)
+    return [t for block in blocks for t in block]

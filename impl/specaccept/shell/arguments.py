@@ -1,0 +1,77 @@
+"""The checks a generator runs on what it is given, before any model runs.
+
+Each names the argument and the bad value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import mlx.core as mx
+
+__all__ = [
+    "check_eos_token_ids", "check_model", "check_prompt", "check_run_arguments",
+    "vocab_size_of",
+]
+
+
+def vocab_size_of(model: Any) -> int:
+    """The vocabulary size a model declares (mlx-lm's `args.vocab_size`), else a probe."""
+    args = getattr(model, "args", None)
+    declared = getattr(args, "vocab_size", None)
+    if isinstance(declared, int):
+        return declared
+    probe = model(mx.array([[0]]), cache=None)
+    return int(probe.shape[-1])
+
+
+def check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
+    """The prompt as a list of token ids, each in [0, vocab_size), at least one of them."""
+    tokens = list(prompt)
+    if not tokens:
+        raise ValueError("prompt must hold at least one token, got an empty prompt")
+    for position, token in enumerate(tokens):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"prompt[{position}] must be an int token id, got {token!r}")
+        if not 0 <= token < vocab_size:
+            raise ValueError(f"prompt[{position}] must lie in [0, {vocab_size}), got {token}")
+    return tokens
+
+
+def check_model(name: str, model: object) -> None:
+    """Refuse a model that cannot be called."""
+    if not callable(model):
+        raise TypeError(
+            f"{name} must be a model, callable as model(tokens[None], cache=cache), "
+            f"got {type(model).__name__}"
+        )
+
+
+def check_eos_token_ids(eos_token_ids: object) -> frozenset[int]:
+    """The end-of-sequence ids as a frozenset of ints."""
+    if isinstance(eos_token_ids, str | bytes) or not isinstance(eos_token_ids, Iterable):
+        raise TypeError(
+            "eos_token_ids must be a collection of int token ids (e.g. frozenset({2})), "
+            f"got {type(eos_token_ids).__name__} {eos_token_ids!r}"
+        )
+    ids = frozenset(eos_token_ids)
+    for token in ids:
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"eos_token_ids must hold int token ids, got {token!r}")
+    return ids
+
+
+def check_run_arguments(max_tokens: int, seed: int, prefill_step_size: int) -> None:
+    """Refuse a run length, seed or prefill chunk that is not an int in range."""
+    for name, value in (
+        ("max_tokens", max_tokens), ("seed", seed), ("prefill_step_size", prefill_step_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
+    if prefill_step_size < 1:
+        raise ValueError(f"prefill_step_size must be >= 1, got {prefill_step_size}")
