@@ -72,7 +72,7 @@ paths = [leaf_path(leaf) for leaf in range(leaves)]
 
 
 def tree_forward() -> mx.array:
-    return model(mx.array([current] + nodes)[None], cache=fresh(TreeMaskCache))[0]
+    return model(mx.array([current, *nodes])[None], cache=fresh(TreeMaskCache))[0]
 
 
 def path_forward() -> mx.array:
@@ -119,6 +119,6 @@ print(f"| {leaves} batched paths of {DEPTH + 1} tokens (cache copied to {leaves}
       f"equal a batch-1 chain forward of the path (max difference {exact:.1e}) | "
       f"{median_ms(path_forward):.1f} ms |")
 print(f"| reference: one chain of {size + 1} tokens | | "
-      f"{median_ms(lambda: chain_forward([current] + nodes)):.1f} ms |")
+      f"{median_ms(lambda: chain_forward([current, *nodes])):.1f} ms |")
 print(f"| reference: one chain of {DEPTH + 1} tokens | | "
       f"{median_ms(lambda: chain_forward(paths[0])):.1f} ms |")
