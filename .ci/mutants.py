@@ -1125,6 +1125,32 @@ MUTANTS: tuple[Mutant, ...] = (
         "RRS's acceptance as 1 - (1 - sum min(p, q))^n, as if each draft were tested against p",
         scope="iid_siblings_acceptance",
     ),
+    mutant(
+        "without-replacement-acceptance-keeps-q", TREE,
+        "        proposal = mx.where(kept > 0, removed / mx.where(kept > 0, kept, 1.0), removed)",
+        "        proposal = mx.repeat(proposal, vocab, axis=0)",
+        "RSD's acceptance with the proposal never renormalised: the product form of i.i.d. "
+        "drafts, for siblings drafted without replacement",
+        scope="without_replacement_siblings_acceptance",
+        first_tests=("proofs/test_tree_exact.py",),
+    ),
+    mutant(
+        "without-replacement-acceptance-keeps-r", TREE,
+        "        r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n        rows",
+        "        rows",
+        "RSD's acceptance with every sibling tested against p, the residual never updated",
+        scope="without_replacement_siblings_acceptance",
+        first_tests=("proofs/test_tree_exact.py",),
+    ),
+    mutant(
+        "candidate-acceptance-independent-tests", TREE,
+        "    return p[mx.array(list(candidates), dtype=mx.int32)].sum()",
+        "    return 1.0 - (1.0 - p[mx.array(list(candidates), dtype=mx.int32)]).prod()",
+        "candidates' acceptance as independent tests against p, 1 - prod(1 - p(x_j)), not "
+        "the target's mass on them",
+        scope="candidate_siblings_acceptance",
+        first_tests=("proofs/test_tree_exact.py",),
+    ),
     # --- the conformance kit -----------------------------------------------------------
     mutant(
         "fresh-reads-block-tests-to-kept-length", CONFORMANCE_POSITIONS,

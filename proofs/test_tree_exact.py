@@ -16,8 +16,9 @@ variant is the same computation with one thing changed, and must fail it.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -36,7 +37,14 @@ from proofs.test_exact_rounds import (
     pieces,
     target_law,
 )
-from specaccept.core.tree import TreeScheme, tree_shape, verify_tree
+from specaccept.core.tree import (
+    TreeScheme,
+    candidate_siblings_acceptance,
+    iid_siblings_acceptance,
+    tree_shape,
+    verify_tree,
+    without_replacement_siblings_acceptance,
+)
 
 ZERO, ONE = Fraction(0), Fraction(1)
 V = 3
@@ -455,3 +463,77 @@ def test_a_zero_mass_draft_accepted_at_coin_zero_is_caught() -> None:
                           (1,), mx.zeros((1,)), mx.zeros((2,)))
     assert verdict.num_accepted.item() == 0
     assert verdict.next_token.item() != 1
+
+
+# --------------------------------------------------------------------------------------
+# A node's acceptance in closed form: the library's functions against the rule's law.
+
+
+def exact_node_acceptance(scheme: TreeScheme, p: Dist, q: Dist, width: int) -> Fraction:
+    """P(a node with `width` children drafted from q under `scheme` keeps one), enumerated:
+    every drafting of the children with its probability, times `node_law`'s acceptance."""
+    total = ZERO
+    for tokens, weight in drafts(scheme, (-1,) * width, constant(q), ()):
+        law = node_law(Variant(scheme), p, q, tokens)
+        total += weight * sum((w for child, _, w in law if child is not None), ZERO)
+    return total
+
+
+def library_node_acceptance(scheme: TreeScheme, p: Dist, q: Dist, width: int) -> float:
+    p_row, q_row = as_float32([p, q])
+    if scheme is TreeScheme.IID:
+        return iid_siblings_acceptance(p_row, q_row, width).item()
+    if scheme is TreeScheme.WITHOUT_REPLACEMENT:
+        return without_replacement_siblings_acceptance(p_row, q_row, width).item()
+    return candidate_siblings_acceptance(p_row, top_candidates(q, width)).item()
+
+
+def drawable(scheme: TreeScheme, q: Dist, width: int) -> bool:
+    return scheme is TreeScheme.IID or sum(1 for w in q if w) >= width
+
+
+CLOSED_FORM_LAWS = [*TARGET_POOL, *DRAFT_POOL, *GRID3]
+
+
+@pytest.mark.parametrize("scheme", list(TreeScheme))
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_each_scheme_s_closed_form_is_its_node_s_acceptance(scheme: TreeScheme,
+                                                            width: int) -> None:
+    """Over every pair of the pools' and the 1/4 grid's laws (V = 3), the closed form of
+    the scheme's acceptance at a node equals the enumerated law's, within float32."""
+    checked = 0
+    for p, q in itertools.product(CLOSED_FORM_LAWS, CLOSED_FORM_LAWS):
+        if not drawable(scheme, q, width):
+            continue
+        exact = exact_node_acceptance(scheme, p, q, width)
+        assert library_node_acceptance(scheme, p, q, width) == pytest.approx(
+            float(exact), abs=1e-6), (scheme, p, q, width)
+        checked += 1
+    assert checked > 100
+
+
+def test_the_closed_forms_tell_the_schemes_apart() -> None:
+    """The check above has power against the nearest wrong closed form: i.i.d.'s product
+    form for drafts without replacement, and independent tests against p,
+    1 - Π(1 - p(x_j)), for deterministic candidates, each miss by more than 1/20 on some
+    pair of these laws (and the two schemes' own forms differ there)."""
+    def gap(wrong: Callable[[Dist, Dist], float], scheme: TreeScheme) -> float:
+        return max(abs(wrong(p, q) - float(exact_node_acceptance(scheme, p, q, 2)))
+                   for p, q in itertools.product(CLOSED_FORM_LAWS, CLOSED_FORM_LAWS)
+                   if drawable(scheme, q, 2))
+
+    def iid_form(p: Dist, q: Dist) -> float:
+        return library_node_acceptance(TreeScheme.IID, p, q, 2)
+
+    def independent_tests(p: Dist, q: Dist) -> float:
+        return 1.0 - math.prod(1.0 - float(p[x]) for x in top_candidates(q, 2))
+
+    assert gap(iid_form, TreeScheme.WITHOUT_REPLACEMENT) > 0.05
+    assert gap(independent_tests, TreeScheme.DETERMINISTIC) > 0.05
+
+
+def test_without_replacement_refuses_an_enumeration_past_its_bound() -> None:
+    p = mx.full((4097,), 1 / 4097)
+    with pytest.raises(ValueError, match=r"num_drafts must keep V\*\*num_drafts .* got "
+                                         r"num_drafts 3 at V = 4097"):
+        without_replacement_siblings_acceptance(p, p, 3)

@@ -57,8 +57,6 @@ def test_a_greedy_tree_prints_the_greedy_text(capsys: pytest.CaptureFixture[str]
     (["--tree", "2x2", "--no-draft"], "--tree 2x2 does not combine with --no-draft"),
     (["--tree", "2x2", "--repetition-penalty", "1.2"],
      "--tree 2x2 does not combine with --repetition-penalty 1.2"),
-    (["--tree", "2x2", "--tree-scheme", "deterministic", "--diag"],
-     "it needs --tree-scheme iid, got --tree-scheme deterministic"),
     (["--tree", "2x2", "--tree-scheme", "without-replacement", "--temp", "0"],
      "scheme without-replacement needs a drafter law with at least width (2) tokens"),
 ])
@@ -73,29 +71,21 @@ def test_bad_tree_options_are_one_line_naming_the_option_and_value(
     assert len(err.strip().splitlines()[-1:]) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("scheme", ["iid", "without-replacement", "deterministic"])
 def test_table_with_a_tree_prints_the_tree_rows_against_the_closed_form(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    scheme: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     record = tmp_path / "rows.json"
-    assert main(["table", "--tree", "2x2", "-n", "12", "--temperatures", "0.7", "--rules",
-                 "block", "--prompts", "ROMEO:\n", "--json", str(record)]) == 0
+    assert main(["table", "--tree", "2x2", "--tree-scheme", scheme, "-n", "12",
+                 "--temperatures", "0.7", "--rules", "block", "--prompts", "ROMEO:\n",
+                 "--json", str(record)]) == 0
     out = capsys.readouterr().out
-    row = re.search(r"^\| 0\.7 \| 2x2 \| (\d\.\d{4}) \| (\d\.\d{4}) \| \d\.\d{4} "
-                    r"\| ([-+]\d+\.\d{2}) \|", out, re.M)
+    row = re.search(rf"^\| 0\.7 \| 2x2 \| {scheme} \| (\d\.\d{{4}}) \| (\d\.\d{{4}}) "
+                    r"\| \d\.\d{4} \| ([-+]\d+\.\d{2}) \|", out, re.M)
     assert row is not None, out
     assert abs(float(row.group(3))) < 4
     trees = [r for r in json.loads(record.read_text("utf-8")) if r.get("kind") == "tree"]
-    assert [r["tree"] for r in trees] == ["2x2"]
-
-
-def test_table_refuses_a_tree_scheme_without_a_closed_form(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["table", "--tree", "2x2", "--tree-scheme", "deterministic", "-n", "4"])
-    assert exit_info.value.code == 2
-    assert "--tree-scheme deterministic: table compares a tree with the closed form of " \
-        "i.i.d. siblings" in capsys.readouterr().err
+    assert [(r["tree"], r["scheme"]) for r in trees] == [("2x2", scheme)]
 
 
 def test_bench_with_a_tree_compares_it_with_chains_of_as_many_drafts(

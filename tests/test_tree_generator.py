@@ -32,7 +32,7 @@ from specaccept import SamplerConfig, TreeScheme
 from specaccept.core.tree import tree_keys, verify_tree
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.target_only import target_only_generate
-from specaccept.shell.tree_generator import TreeSpeculativeGenerator, full_tree_parents
+from specaccept.shell.tree_generator import TreeSpeculativeGenerator, TreeStats, full_tree_parents
 from synthetic_models import (
     SyntheticLM,
     agree_one_in_six,
@@ -220,17 +220,45 @@ def test_drafts_without_replacement_verified_as_iid_fail_the_chi_square(
     assert statistic > CRITICAL
 
 
-def test_diagnostics_match_the_closed_form_of_iid_siblings() -> None:
-    table = random_markov2_table(VOCAB, 3)
-    other = random_markov2_table(VOCAB, 4)
-    generator = TreeSpeculativeGenerator(
-        SyntheticLM(VOCAB, markov2_logits(table)),
-        SyntheticLM(VOCAB, markov2_logits(0.5 * table + 0.5 * other)), SAMPLED, width=2,
-        depth=2, diagnostics=True)
-    run = generator.generate(PROMPT, 300, seed=5)
+def _diagnosed_run(scheme: TreeScheme, laws: str) -> TreeStats:
+    """A run with diagnostics on: `laws` "markov" (history-dependent) or "constant" (the
+    P, Q pair above, where drafts without replacement verified as i.i.d. always accept)."""
+    if laws == "markov":
+        table = random_markov2_table(VOCAB, 3)
+        other = random_markov2_table(VOCAB, 4)
+        target = SyntheticLM(VOCAB, markov2_logits(table))
+        drafter = SyntheticLM(VOCAB, markov2_logits(0.5 * table + 0.5 * other))
+    else:
+        target = SyntheticLM(V3, constant_logits(_logits(P)))
+        drafter = SyntheticLM(V3, constant_logits(_logits(Q)))
+    generator = TreeSpeculativeGenerator(target, drafter, SAMPLED, width=2, depth=2,
+                                         scheme=scheme, diagnostics=True)
+    run = generator.generate(PROMPT if laws == "markov" else [0], 300, seed=5)
     collect(run)
     assert run.stats.nodes_tested > 100
-    assert abs(run.stats.acceptance_z) < 4, run.stats.summary_line()
+    return run.stats
+
+
+@pytest.mark.parametrize("laws", ["markov", "constant"])
+@pytest.mark.parametrize("scheme", list(TreeScheme))
+def test_diagnostics_match_the_scheme_s_closed_form(scheme: TreeScheme, laws: str) -> None:
+    stats = _diagnosed_run(scheme, laws)
+    assert abs(stats.acceptance_z) < 4, stats.summary_line()
+
+
+def test_diagnostics_reject_drafts_without_replacement_verified_as_iid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The z above has power: on the constant pair, drafts without replacement verified
+    with the i.i.d. rule accept with probability 1 per node against a closed form of 23/30
+    (exact: proofs/test_tree_exact.py's enumeration), z near 8 at 300 tokens."""
+    def as_iid(scheme: TreeScheme, *arguments: Any) -> Any:
+        del scheme
+        return verify_tree(TreeScheme.IID, *arguments)
+
+    monkeypatch.setattr(tree_module, "verify_tree", as_iid)
+    stats = _diagnosed_run(TreeScheme.WITHOUT_REPLACEMENT, "constant")
+    assert stats.acceptance_z > 4, stats.summary_line()
 
 
 # --- 3. the caches ---------------------------------------------------------------------
@@ -298,8 +326,6 @@ def test_check_caches_catches_a_target_that_keeps_a_stale_entry(
     ({"width": 2, "depth": 11}, ValueError, "at most 1024"),
     ({"scheme": "iid"}, TypeError, "scheme must be a TreeScheme, got 'iid'"),
     ({"scheme": TreeScheme.WITHOUT_REPLACEMENT}, ValueError, "draft_config is greedy"),
-    ({"diagnostics": True, "scheme": TreeScheme.DETERMINISTIC}, ValueError,
-     "got scheme deterministic"),
     ({"target_config": SamplerConfig(temperature=1.0, repetition_penalty=1.2)}, ValueError,
      "target_config reads the history"),
 ])

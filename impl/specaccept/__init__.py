@@ -38,9 +38,11 @@ from specaccept.core.theory import (
 from specaccept.core.tree import (
     TreeScheme,
     TreeVerdict,
+    candidate_siblings_acceptance,
     iid_siblings_acceptance,
     multi_draft_ceiling,
     verify_tree,
+    without_replacement_siblings_acceptance,
 )
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.generator import (
@@ -83,6 +85,7 @@ __all__ = [
     "acceptance_closed_forms",
     "acceptance_probability",
     "acceptance_rule",
+    "candidate_siblings_acceptance",
     "effective_token_distribution",
     "expected_speedup",
     "expected_tokens_per_round",
@@ -101,4 +104,5 @@ __all__ = [
     "verify_draft_token",
     "verify_tokenwise",
     "verify_tree",
+    "without_replacement_siblings_acceptance",
 ]

@@ -63,10 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
     config = sampler_config(args)
     tree = tree_options(args)
-    if tree is not None and args.diag and tree[2] != "iid":
-        raise ValueError(
-            f"--diag with --tree reports the closed form of i.i.d. siblings: it needs "
-            f"--tree-scheme iid, got --tree-scheme {tree[2]}")
     pair = load_pair(args.model, args.draft_model, with_drafter=not args.no_draft)
     tokenizer = pair.tokenizer
     prompt = encode_prompt(tokenizer, args.prompt, chat_template=args.chat_template)
@@ -107,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             tree_generator = TreeSpeculativeGenerator(
                 pair.target, pair.drafter, config, width=width, depth=depth,
                 scheme=TreeScheme(scheme), eos_token_ids=eos, check_caches=args.check_caches,
-                diagnostics=diagnostics_enabled(args.diag) and scheme == "iid",
+                diagnostics=diagnostics_enabled(args.diag),
             )
             run = tree_generator.generate(prompt, args.max_tokens, seed=args.seed)
             for block in run:

@@ -74,14 +74,18 @@ class TableRow:
 
 @dataclass(frozen=True)
 class TreeTableRow:
-    """One temperature of `--tree`, pooled over the prompts: per tested node, i.i.d. siblings."""
+    """One temperature of `--tree`, pooled over the prompts: per tested node, the scheme's
+    closed form against the measured acceptance."""
 
     temperature: float
     tree: str
     """WIDTHxDEPTH."""
+    scheme: str
+    """The tree scheme's id (`TreeScheme`)."""
     per_node_acceptance: float
     closed_form_per_node: float
-    """`iid_siblings_acceptance` of each tested node's laws, averaged over the tested nodes."""
+    """The scheme's closed form of each tested node's laws (`TreeStats.closed_form_total`),
+    averaged over the tested nodes."""
     standard_error: float
     """sqrt(Σ a(1 - a)) / nodes_tested, exact given each node's laws."""
     z_score: float
@@ -218,12 +222,15 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     return rows
 
 
-def measure_tree_rows(args: argparse.Namespace, width: int, depth: int) -> list[TreeTableRow]:
-    """Run every (temperature, prompt) as a tree of i.i.d. siblings and pool per temperature."""
+def measure_tree_rows(
+    args: argparse.Namespace, width: int, depth: int, scheme_id: str
+) -> list[TreeTableRow]:
+    """Run every (temperature, prompt) as a tree under the scheme and pool per temperature."""
     from specaccept.core.tree import TreeScheme
     from specaccept.shell.loading import load_pair
     from specaccept.shell.tree_generator import TreeSpeculativeGenerator, TreeStats
 
+    scheme = TreeScheme(scheme_id)
     pair = load_pair(args.model, args.draft_model)
     encoded = [encode_prompt(pair.tokenizer, p, chat_template=False) for p in _prompts(args)]
     runs = [prompt for _ in range(args.repeats) for prompt in encoded]
@@ -233,8 +240,8 @@ def measure_tree_rows(args: argparse.Namespace, width: int, depth: int) -> list[
     for temperature in args.temperatures:
         generator = TreeSpeculativeGenerator(
             pair.target, pair.drafter, sampler_config(args, temperature=temperature),
-            width=width, depth=depth, scheme=TreeScheme.IID, diagnostics=True)
-        pooled = TreeStats(TreeScheme.IID, width, depth, diagnostics=True)
+            width=width, depth=depth, scheme=scheme, diagnostics=True)
+        pooled = TreeStats(scheme, width, depth, diagnostics=True)
         for run_number, prompt in enumerate(runs):
             generation = generator.generate(prompt, args.max_tokens, seed=args.seed + run_number)
             for _ in generation:
@@ -252,6 +259,7 @@ def measure_tree_rows(args: argparse.Namespace, width: int, depth: int) -> list[
         rows.append(TreeTableRow(
             temperature=temperature,
             tree=f"{width}x{depth}",
+            scheme=scheme.value,
             per_node_acceptance=pooled.per_node_acceptance,
             closed_form_per_node=pooled.closed_form_per_node,
             standard_error=math.sqrt(pooled.closed_form_variance_total) / nodes if nodes else 0.0,
@@ -269,17 +277,18 @@ def measure_tree_rows(args: argparse.Namespace, width: int, depth: int) -> list[
 def render_tree_markdown(rows: list[TreeTableRow]) -> str:
     """The `--tree` rows as a Markdown table, one row per temperature."""
     lines = [
-        "Tree speculation, i.i.d. siblings, per tested node (the root, then each accepted "
-        "node above the tree's depth): measured acceptance against the closed form "
-        "1 - Π_j (1 - Σ min(r_j, q)) of the node's laws:",
+        "Tree speculation, per tested node (the root, then each accepted node above the "
+        "tree's depth): measured acceptance against the scheme's closed form of the node's "
+        "laws (iid: 1 - Π_j (1 - Σ min(r_j, q)); without-replacement: the sum over draw "
+        "orders; deterministic: Σ p over the candidates):",
         "",
-        "| temperature | tree | per_node_acceptance | closed form | ± s.e. | z "
+        "| temperature | tree | scheme | per_node_acceptance | closed form | ± s.e. | z "
         "| mean_accepted_len | tokens_per_round | nodes_tested | rounds |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.temperature:g} | {r.tree} | {r.per_node_acceptance:.4f} "
+            f"| {r.temperature:g} | {r.tree} | {r.scheme} | {r.per_node_acceptance:.4f} "
             f"| {r.closed_form_per_node:.4f} | {r.standard_error:.4f} | {r.z_score:+.2f} "
             f"| {r.mean_accepted_len:.4f} | {r.tokens_per_round:.4f} | {r.nodes_tested} "
             f"| {r.rounds} |"
@@ -331,12 +340,8 @@ def measurement_table(args: argparse.Namespace) -> int:
     import mlx.core as mx
 
     tree = tree_options(args)
-    if tree is not None and tree[2] != "iid":
-        raise ValueError(
-            f"--tree-scheme {tree[2]}: table compares a tree with the closed form of i.i.d. "
-            "siblings, so it needs --tree-scheme iid")
     rows = measure_rows(args)
-    tree_rows = measure_tree_rows(args, tree[0], tree[1]) if tree is not None else []
+    tree_rows = measure_tree_rows(args, *tree) if tree is not None else []
     prompts = _prompts(args)
     print_invocation(args)
     last_seed = args.seed + len(prompts) * args.repeats - 1

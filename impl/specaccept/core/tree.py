@@ -20,8 +20,13 @@ from specaccept.core import randomness, validation
 from specaccept.core.randomness import UniformKey
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict", "iid_siblings_acceptance",
-           "multi_draft_ceiling", "tree_keys", "tree_shape", "verify_tree"]
+__all__ = ["MAX_DRAW_ORDER_ENTRIES", "TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict",
+           "candidate_siblings_acceptance", "iid_siblings_acceptance", "multi_draft_ceiling",
+           "tree_keys", "tree_shape", "verify_tree", "without_replacement_siblings_acceptance"]
+
+MAX_DRAW_ORDER_ENTRIES = 2**26
+"""The most entries (V to the power n: V**(n - 1) draw orders of a `[V]` row each)
+`without_replacement_siblings_acceptance` enumerates, about 256 MiB an array in float32."""
 
 
 class TreeScheme(str, Enum):
@@ -318,6 +323,90 @@ def iid_siblings_acceptance(p: mx.array, q: mx.array, num_drafts: int) -> mx.arr
         mass = excess.sum()
         r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
     return 1.0 - miss
+
+
+def without_replacement_siblings_acceptance(
+    p: mx.array, q: mx.array, num_drafts: int
+) -> mx.array:
+    """P(a node accepts one of `num_drafts` children drafted from q without replacement).
+
+    Child j is drafted from q_j, q with the earlier siblings' tokens removed and
+    renormalised, and tested against the residual r_j as `verify_tree` does. A rejected
+    child x leaves ``relu(r_j - q_j)`` normalised, which does not depend on x, but the next
+    proposal q_{j+1} does; so the acceptance is a sum over the orders in which the first
+    n - 1 children can be drawn and rejected:
+    ``A(r, q_j) = Σ_x min(r(x), q_j(x)) + Σ_x relu(q_j(x) - r(x)) A(r', q_j without x)``.
+    Exact, at the cost of V**(n - 1) rows of V: V**n at most `MAX_DRAW_ORDER_ENTRIES`,
+    else ValueError. A 0-d float32; at n = 1 it is Σ min(p, q).
+
+    >>> import mlx.core as mx
+    >>> p, q = mx.array([0.5, 0.25, 0.25]), mx.array([0.25, 0.25, 0.5])
+    >>> without_replacement_siblings_acceptance(p, q, 2).item()
+    0.875
+    """
+    p, q = _law_pair(p, q)
+    num_drafts = _draft_count("num_drafts", num_drafts)
+    vocab_size = p.shape[0]
+    if vocab_size**num_drafts > MAX_DRAW_ORDER_ENTRIES:
+        raise ValueError(
+            f"num_drafts must keep V**num_drafts within {MAX_DRAW_ORDER_ENTRIES} enumerated "
+            f"entries, got num_drafts {num_drafts} at V = {vocab_size}")
+    # One row per order of rejected siblings so far: its residual, its proposal and the
+    # probability of that order.
+    r, proposal, reach = p[None], q[None], mx.ones((1,), dtype=mx.float32)
+    accepted = mx.array(0.0, dtype=mx.float32)
+    for j in range(num_drafts):
+        accepted = accepted + (reach * mx.minimum(r, proposal).sum(axis=-1)).sum()
+        if j == num_drafts - 1:
+            break
+        rejected = mx.maximum(proposal - r, 0.0)  # [B, V]: draft x drawn and rejected
+        excess = mx.maximum(r - proposal, 0.0)
+        mass = excess.sum(axis=-1, keepdims=True)
+        r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+        rows, vocab = proposal.shape
+        # Row b * V + x: order b, then x drawn and rejected, x removed from the proposal.
+        removed = mx.repeat(proposal, vocab, axis=0) * mx.tile(
+            1.0 - mx.eye(vocab, dtype=mx.float32), (rows, 1))
+        kept = removed.sum(axis=-1, keepdims=True)
+        proposal = mx.where(kept > 0, removed / mx.where(kept > 0, kept, 1.0), removed)
+        r = mx.repeat(r, vocab, axis=0)
+        reach = (reach[:, None] * rejected).reshape(-1)
+    return accepted
+
+
+def candidate_siblings_acceptance(
+    p: mx.array, candidates: Sequence[int] | mx.array
+) -> mx.array:
+    """P(a node accepts one of its deterministic candidates): ``Σ_c p(c)``, target p.
+
+    A candidate's proposal is the one-hot of its token, so child j is kept with probability
+    r_j(x_j), and a rejection removes x_j from the residual and renormalises it: the node
+    accepts with the target's mass on the candidates, whatever their order. `candidates`
+    are the node's children's tokens: distinct Python ints in [0, V), checked; or an `[n]`
+    integer array, whose values are then a documented precondition (as in `verify_tree`),
+    so that a generator sums them without evaluating its drafts. A 0-d float32.
+
+    >>> import mlx.core as mx
+    >>> candidate_siblings_acceptance(mx.array([0.5, 0.25, 0.25]), [2, 0]).item()
+    0.75
+    """
+    p = validation.require_probabilities("p", p, ndims=(1,))
+    if isinstance(candidates, mx.array):
+        if not mx.issubdtype(candidates.dtype, mx.integer) or candidates.ndim != 1:
+            raise TypeError(f"candidates must be a 1-d integer array, got "
+                            f"{candidates.dtype} of shape {tuple(candidates.shape)}")
+        return p[candidates.astype(mx.int32)].sum()
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
+        raise TypeError(f"candidates must be a sequence of ints, got {candidates!r}")
+    if not candidates:
+        raise ValueError("candidates must hold at least one token, got none")
+    for i, token in enumerate(candidates):
+        validation.integer(f"candidates[{i}]", token)
+        if not 0 <= token < p.shape[0]:
+            raise ValueError(f"candidates[{i}] must lie in [0, {p.shape[0]}), got {token}")
+        if token in candidates[:i]:
+            raise ValueError(f"candidates must be distinct, got {token} twice: {list(candidates)}")
+    return p[mx.array(list(candidates), dtype=mx.int32)].sum()
 
 
 def multi_draft_ceiling(p: mx.array, q: mx.array, num_drafts: int) -> mx.array:

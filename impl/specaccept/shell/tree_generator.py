@@ -34,7 +34,16 @@ from specaccept.core.randomness import SAMPLE, position_uniform
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
-from specaccept.core.tree import TreeScheme, iid_siblings_acceptance, tree_keys, verify_tree
+from specaccept.core.tree import (
+    MAX_DRAW_ORDER_ENTRIES,
+    TreeScheme,
+    candidate_siblings_acceptance,
+    iid_siblings_acceptance,
+    tree_keys,
+    tree_shape,
+    verify_tree,
+    without_replacement_siblings_acceptance,
+)
 from specaccept.shell.arguments import vocab_size_of
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.guards import NonFiniteLogitsError
@@ -105,8 +114,10 @@ class TreeStats:
     host_syncs: int = 0
     diagnostics: bool = False
     closed_form_total: float = 0.0
-    """Σ over tested nodes of P(the node accepts a child | the path so far), i.i.d. drafts:
-    `iid_siblings_acceptance` of the node's target and drafter laws."""
+    """Σ over tested nodes of P(the node accepts a child | the path so far): the scheme's
+    closed form of the node's laws (`iid_siblings_acceptance`,
+    `without_replacement_siblings_acceptance`, or `candidate_siblings_acceptance` of its
+    children's tokens)."""
     closed_form_variance_total: float = 0.0
     """Σ over tested nodes of a(1 - a), a the node's closed-form acceptance."""
 
@@ -127,16 +138,16 @@ class TreeStats:
 
     @property
     def closed_form_per_node(self) -> float:
-        """The closed-form acceptance averaged over the tested nodes (diagnostics, i.i.d.)."""
+        """The closed-form acceptance averaged over the tested nodes (diagnostics)."""
         return self.closed_form_total / self.nodes_tested if self.nodes_tested else 0.0
 
     @property
     def acceptance_z(self) -> float:
-        """(accepted - Σ a) / sqrt(Σ a(1 - a)) over the tested nodes (diagnostics, i.i.d.).
+        """(accepted - Σ a) / sqrt(Σ a(1 - a)) over the tested nodes (diagnostics).
 
         Given the path so far, a tested node's test passes with its closed-form
         probability a, so the numerator is a martingale with that variance: a lossless
-        i.i.d. tree reads a z within 4 of zero.
+        tree reads a z within 4 of zero.
         """
         difference = self.accepted - self.closed_form_total
         if self.closed_form_variance_total > 0:
@@ -238,8 +249,9 @@ class TreeSpeculativeGenerator:
         eos_token_ids: generation stops at the first of these emitted.
         check_caches: after every round, assert both cache offsets equal the number
             of tokens before the next current token.
-        diagnostics: accumulate, over the tested nodes, the closed-form acceptance of
-            i.i.d. siblings (`iid_siblings_acceptance`); only under the i.i.d. scheme.
+        diagnostics: accumulate, over the tested nodes, the scheme's closed-form
+            acceptance (`TreeStats.closed_form_total`); without replacement it enumerates
+            V**width entries, at most `MAX_DRAW_ORDER_ENTRIES`.
         prefill_step_size: prompt tokens per prefill forward.
 
     Samplers that read the history (repetition penalties, DRY) are refused: a node's
@@ -286,10 +298,6 @@ class TreeSpeculativeGenerator:
                 "scheme without-replacement needs a drafter law with at least width "
                 f"({self.width}) tokens, but draft_config is greedy (one token); use the "
                 "deterministic scheme for greedy drafts")
-        if self.diagnostics and self.scheme is not TreeScheme.IID:
-            raise ValueError(
-                f"diagnostics hold the closed form of i.i.d. siblings only, got scheme "
-                f"{self.scheme.value}")
         self.eos_token_ids = frozenset(self.eos_token_ids)
         self.vocab_size = vocab_size_of(self.target)
         draft_vocab = vocab_size_of(self.drafter)
@@ -297,6 +305,12 @@ class TreeSpeculativeGenerator:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "
                 f"({self.vocab_size}): speculative decoding needs one shared vocabulary")
+        if (self.diagnostics and self.scheme is TreeScheme.WITHOUT_REPLACEMENT
+                and self.vocab_size**self.width > MAX_DRAW_ORDER_ENTRIES):
+            raise ValueError(
+                f"diagnostics under without-replacement enumerate V**width draw-order "
+                f"entries, at most {MAX_DRAW_ORDER_ENTRIES}; got width {self.width} at "
+                f"V = {self.vocab_size}")
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
 
@@ -413,6 +427,23 @@ class TreeSpeculativeGenerator:
             drawable.append(possible)
         return mx.stack(tokens), mx.stack(drawable)
 
+    def _closed_forms(self, parents: Sequence[int], target_probs: mx.array, inner: mx.array,
+                      node_tokens: mx.array) -> mx.array:
+        """Each inner row's closed-form acceptance under the scheme, `[rows with children]`."""
+        width = self.width
+        if self.scheme is TreeScheme.IID:
+            forms = [iid_siblings_acceptance(target_probs[v], inner[v], width)
+                     for v in range(inner.shape[0])]
+        elif self.scheme is TreeScheme.WITHOUT_REPLACEMENT:
+            forms = [without_replacement_siblings_acceptance(target_probs[v], inner[v], width)
+                     for v in range(inner.shape[0])]
+        else:
+            children = tree_shape(parents, [0] * len(parents), distinct_siblings=False).children
+            forms = [candidate_siblings_acceptance(
+                target_probs[v], node_tokens[mx.array(children[v], dtype=mx.int32)])
+                for v in range(inner.shape[0])]
+        return mx.stack(forms)
+
     def _round(
         self,
         stats: TreeStats,
@@ -484,9 +515,7 @@ class TreeSpeculativeGenerator:
                    node_tokens, target_bad, mx.concatenate(draft_bad),
                    mx.concatenate(drawable)]
         if self.diagnostics:
-            inner_rows = inner.shape[0]
-            outputs.append(mx.stack([iid_siblings_acceptance(target_probs[v], inner[v], width)
-                                     for v in range(inner_rows)]))
+            outputs.append(self._closed_forms(parents, target_probs, inner, node_tokens))
         stats.host_syncs += 1
         mx.eval(*outputs)
         values: list[Any] = [array.tolist() for array in outputs]
