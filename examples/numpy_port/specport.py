@@ -974,6 +974,7 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
 
 
 # --- acceptance at a node, and the multi-draft ceiling (iid_siblings_acceptance.md, -------
+# --- without_replacement_siblings_acceptance.md, candidate_siblings_acceptance.md, ----------
 # --- multi_draft_ceiling.md) ------------------------------------------------------------------
 
 
@@ -998,6 +999,47 @@ def iid_siblings_acceptance(p: object, q: object, num_drafts: object) -> float:
         mass = excess.sum(dtype=F32)
         r = excess / mass if mass > 0 else r
     return float(F32(1) - miss)
+
+
+MAX_DRAW_ORDER_ENTRIES = 2**26
+
+
+def without_replacement_siblings_acceptance(p: object, q: object, num_drafts: object) -> float:
+    p, q, n = node_laws(p, q, num_drafts)
+    if p.shape[0] ** n > MAX_DRAW_ORDER_ENTRIES:
+        raise ArgumentValueError("num_drafts", "num_drafts must keep V**num_drafts bounded")
+    vocab = p.shape[0]
+    r, proposal, reach = p[None], q[None], np.ones((1,), dtype=F32)
+    accepted = F32(0)
+    for j in range(n):
+        accepted = F32(accepted + (reach * np.minimum(r, proposal).sum(axis=-1, dtype=F32))
+                       .sum(dtype=F32))
+        if j == n - 1:
+            break
+        rejected = np.maximum(proposal - r, F32(0))
+        excess = np.maximum(r - proposal, F32(0))
+        mass = excess.sum(axis=-1, keepdims=True, dtype=F32)
+        r = np.where(mass > 0, excess / np.where(mass > 0, mass, F32(1)), r)
+        removed = np.repeat(proposal, vocab, axis=0) * np.tile(
+            F32(1) - np.eye(vocab, dtype=F32), (proposal.shape[0], 1))
+        kept = removed.sum(axis=-1, keepdims=True, dtype=F32)
+        proposal = np.where(kept > 0, removed / np.where(kept > 0, kept, F32(1)), removed)
+        r = np.repeat(r, vocab, axis=0)
+        reach = (reach[:, None] * rejected).reshape(-1).astype(F32)
+    return float(accepted)
+
+
+def candidate_siblings_acceptance(p: object, candidates: object) -> float:
+    p = require_probabilities("p", p, (1,))
+    if not isinstance(candidates, list) or not all(is_int(c) for c in candidates):
+        raise ArgumentTypeError("candidates", "candidates must be a list of ints")
+    if not candidates:
+        raise ArgumentValueError("candidates", "candidates must hold at least one token")
+    if any(not 0 <= c < p.shape[0] for c in candidates):
+        raise ArgumentValueError("candidates", "candidates must lie in [0, V)")
+    if len(set(candidates)) != len(candidates):
+        raise ArgumentValueError("candidates", "candidates must be distinct")
+    return float(p[np.array(candidates)].sum(dtype=F32))
 
 
 def multi_draft_ceiling(p: object, q: object, num_drafts: object) -> float:
