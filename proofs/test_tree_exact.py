@@ -482,10 +482,12 @@ def exact_node_acceptance(scheme: TreeScheme, p: Dist, q: Dist, width: int) -> F
 def library_node_acceptance(scheme: TreeScheme, p: Dist, q: Dist, width: int) -> float:
     p_row, q_row = as_float32([p, q])
     if scheme is TreeScheme.IID:
-        return iid_siblings_acceptance(p_row, q_row, width).item()
-    if scheme is TreeScheme.WITHOUT_REPLACEMENT:
-        return without_replacement_siblings_acceptance(p_row, q_row, width).item()
-    return candidate_siblings_acceptance(p_row, top_candidates(q, width)).item()
+        form = iid_siblings_acceptance(p_row, q_row, width)
+    elif scheme is TreeScheme.WITHOUT_REPLACEMENT:
+        form = without_replacement_siblings_acceptance(p_row, q_row, width)
+    else:
+        form = candidate_siblings_acceptance(p_row, top_candidates(q, width))
+    return float(form.item())
 
 
 def drawable(scheme: TreeScheme, q: Dist, width: int) -> bool:
