@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from proofs.test_exact_rounds import (
+from proofs.exact_rounds import (
     DRAFTER,
     PROMPTS,
     TARGET,

@@ -19,6 +19,18 @@ from fractions import Fraction
 import mlx.core as mx
 import pytest
 
+from proofs.exact_rounds import (
+    DRAFTER,
+    TARGET,
+    TARGET3,
+    as_float32,
+    dist,
+    inside,
+    mixed_drafter3,
+    one_hot,
+    table,
+    target_law,
+)
 from proofs.exact_runs import (
     FULL,
     Keying,
@@ -39,18 +51,6 @@ from proofs.test_block_verification import (
     UNWEIGHTED_RESIDUAL,
     Variant,
     random_table,
-)
-from proofs.test_exact_rounds import (
-    DRAFTER,
-    TARGET,
-    TARGET3,
-    as_float32,
-    dist,
-    inside,
-    mixed_drafter3,
-    one_hot,
-    table,
-    target_law,
 )
 from specaccept import AcceptanceRule, sample_from_distribution, verify_blockwise, verify_tokenwise
 from specaccept.core.randomness import DRAFT, UniformKey, round_keys
