@@ -19,6 +19,7 @@ from fractions import Fraction
 import mlx.core as mx
 import pytest
 
+from proofs.exact_block import BLOCK, LAST_KEEP_ONE, UNWEIGHTED_RESIDUAL, Variant
 from proofs.exact_rounds import (
     DRAFTER,
     TARGET,
@@ -45,13 +46,7 @@ from proofs.exact_runs import (
     run_law,
     total_variation,
 )
-from proofs.test_block_verification import (
-    BLOCK,
-    LAST_KEEP_ONE,
-    UNWEIGHTED_RESIDUAL,
-    Variant,
-    random_table,
-)
+from proofs.test_block_verification import random_table
 from specaccept import AcceptanceRule, sample_from_distribution, verify_blockwise, verify_tokenwise
 from specaccept.core.randomness import DRAFT, UniformKey, round_keys
 
