@@ -37,7 +37,7 @@ from .common import (
     vector,
 )
 from .uniforms import oracle_position_uniform, oracle_round_uniform
-from .verify_blockwise import JointOracle
+from .verify_blockwise import decide_block
 
 # --- seeded_run: whole runs, pinned by their token streams and per-round verdicts ---------
 #
@@ -152,7 +152,7 @@ def oracle_run(rule: AcceptanceRule, target: TableLaw, draft: TableLaw, prompt: 
                 qs.append(q)
             ps = [rational(target.row(history + drafts[:i])) for i in range(k + 1)]
             if rule is AcceptanceRule.BLOCK:
-                num, nxt, decided = JointOracle(ps, qs, drafts).decide(verify_u)
+                num, nxt, decided, _, _ = decide_block(ps, qs, drafts, verify_u)
             else:
                 num, nxt, decided = oracle_token_round(rule, ps, qs, drafts, verify_u)
             robust = robust and decided

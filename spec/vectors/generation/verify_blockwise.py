@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from math import prod
+from typing import NamedTuple
+
+from proofs.exact_block import exact_round, kept_length_law
 
 from specaccept import verify_blockwise
 
@@ -41,51 +43,36 @@ from .common import (
 # --- verify_blockwise (block verification) -------------------------------------------
 
 
-class JointOracle:
-    """Block verification in exact arithmetic: the prefix weights, the keep probabilities,
-    the law of the kept length and the residual rows, all as Fractions."""
+class BlockDecision(NamedTuple):
+    """One round of block verification at given uniforms, from the proofs' exact rule."""
 
-    def __init__(self, target: list[Rational], draft: list[Rational], tokens: Sequence[int]):
-        k = len(tokens)
-        zero, one = Fraction(0), Fraction(1)
-        weights = [one]
-        for i, x in enumerate(tokens):
-            p_x, q_x, w = target[i][x], draft[i][x], weights[-1]
-            if p_x == 0 or w == 0:
-                weights.append(zero)  # a prefix the target excludes stays excluded
-            elif q_x == 0:
-                weights.append(one)  # ratio +inf
-            else:
-                weights.append(min(one, w * p_x / q_x))
-        self.weights = weights
-        self.excess = [[max(weights[i] * a - b, zero) for a, b in zip(target[i], draft[i],
-                                                                       strict=True)]
-                       for i in range(k)]
-        masses = [sum(row, zero) for row in self.excess]
-        keep = []
-        for i in range(1, k):
-            denominator = masses[i] + 1 - weights[i]
-            keep.append(masses[i] / denominator if denominator > 0 else one)
-        keep.append(weights[k])
-        self.keep = keep  # h_1 .. h_k
-        self.rows = [[e / masses[i] for e in self.excess[i]] if masses[i] > 0 else target[i]
-                     for i in range(k)] + [target[k]]
-        law = []
-        for i in range(k + 1):
-            later = prod((1 - h for h in keep[i:]), start=one)
-            law.append(later if i == 0 else keep[i - 1] * later)
-        self.law = law
+    num_accepted: int
+    next_token: int
+    robust: bool
+    """Whether float32 reproduces the decision whatever the rounding of a correct port."""
+    row: Rational
+    """The law the next token was drawn from."""
+    law: list[Fraction]
+    """The law of the kept length tau = 0..k."""
 
-    def decide(self, uniforms: Sequence[Sequence[Fraction]]) -> tuple[int, int, bool]:
-        """(num_accepted, next_token, robust) for one round's uniforms."""
-        kept = [i + 1 for i, h in enumerate(self.keep) if h > 0 and uniforms[i][0] <= h]
-        # Block verification reads its keep test through exp and log: only a uniform at
-        # least ROBUST_MARGIN from every keep probability gives a reproducible answer.
-        robust = all(abs(uniforms[i][0] - h) >= ROBUST_MARGIN for i, h in enumerate(self.keep))
-        num = max(kept, default=0)
-        u = uniforms[num][1]
-        row = self.rows[num]
-        return num, oracle_sample(row, u), robust and draw_is_robust(row, u)
+
+def decide_block(target: list[Rational], draft: list[Rational], tokens: Sequence[int],
+                 uniforms: Sequence[Sequence[Fraction]]) -> BlockDecision:
+    """Block verification of one round in exact arithmetic: `exact_round` (the rule of
+    ``proofs/exact_block.py``, which lemma 9's checks pin to the library) read at these
+    uniforms, tau the largest i with h_i > 0 and eta_i <= h_i."""
+    exact = exact_round([tuple(row) for row in target], [tuple(row) for row in draft],
+                        tuple(tokens))
+    keep = exact.keep
+    kept = [i + 1 for i, h in enumerate(keep) if h > 0 and uniforms[i][0] <= h]
+    # Block verification reads its keep test through exp and log: only a uniform at
+    # least ROBUST_MARGIN from every keep probability gives a reproducible answer.
+    robust = all(abs(uniforms[i][0] - h) >= ROBUST_MARGIN for i, h in enumerate(keep))
+    num = max(kept, default=0)
+    u = uniforms[num][1]
+    row = list(exact.rows[num])
+    return BlockDecision(num, oracle_sample(row, u), robust and draw_is_robust(row, u), row,
+                         kept_length_law(keep))
 
 
 def first_failure_length(target: list[Rational], draft: list[Rational], tokens: Sequence[int],
@@ -114,11 +101,12 @@ def joint_vector(name: str, note: str, target: list[Row], draft: list[Row], toke
         robust = draw_is_robust(exact_target[0], exact_uniforms[0][1])
         law = [Fraction(1), *padding]
     else:
-        oracle = JointOracle(exact_target[: real + 1], exact_draft[:real], tokens[:real])
-        num, nxt, robust = oracle.decide(exact_uniforms[: real + 1])
+        decision = decide_block(exact_target[: real + 1], exact_draft[:real], tokens[:real],
+                                exact_uniforms[: real + 1])
+        num, nxt, robust = decision.num_accepted, decision.next_token, decision.robust
         if keep_tie:
-            robust = draw_is_robust(oracle.rows[num], exact_uniforms[num][1])
-        law = [*oracle.law, *padding]
+            robust = draw_is_robust(decision.row, exact_uniforms[num][1])
+        law = [*decision.law, *padding]
     if not robust:
         return None
     verdict = verify_blockwise(arr(target), arr(draft), id_array(tokens, dtype),
@@ -220,7 +208,7 @@ def searched_joint(k: int, want: int, *, longer: bool) -> Vector:
         uniforms = [[rng.uniform(), rng.uniform()] for _ in range(k + 1)]
         exact_target, exact_draft = [rational(r) for r in target], [rational(r) for r in draft]
         exact_uniforms = [[Fraction(u) for u in row] for row in uniforms]
-        num, _, robust = JointOracle(exact_target, exact_draft, tokens).decide(exact_uniforms)
+        num, _, robust, _, _ = decide_block(exact_target, exact_draft, tokens, exact_uniforms)
         if num != want or not robust:
             continue
         if longer and first_failure_length(exact_target, exact_draft, tokens,
