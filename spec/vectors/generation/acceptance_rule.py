@@ -10,7 +10,7 @@ from .common import Json, Vector, check_equal, config, encode_config, vector
 
 def acceptance_rule_vectors() -> list[Vector]:
     greedy, tempered = config(temperature=0.0), config(temperature=0.7)
-    cases = [
+    cases: list[tuple[str, str, SamplerConfig, bool, bool | None, AcceptanceRule]] = [
         ("greedy_target", "a greedy target gets greedy-argmax, whatever the drafter", greedy,
          True, True, AcceptanceRule.GREEDY_ARGMAX),
         ("greedy_target_switch_off", "greedy-argmax also when stochastic is off", greedy, False,

@@ -61,6 +61,12 @@ def encode_real(x: float) -> Json:
     return f32(x)
 
 
+def id_list(ids: Sequence[int]) -> Json:
+    out: list[Json] = []
+    out.extend(ids)
+    return out
+
+
 def encode_reals(values: Sequence[float] | Sequence[Sequence[float]]) -> Json:
     out: list[Json] = []
     for value in values:

@@ -154,10 +154,10 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
             decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
         )
     elif family == "verify_blockwise":
-        verify_blockwise(
+        verify_blockwise(  # a null draft_probs is one of the bad inputs it must refuse
             decode_array(inputs["target_probs"], f32_),
             decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
-            else None,
+            else None,  # type: ignore[arg-type]
             decode_array(inputs["draft_tokens"], i32), decode_array(inputs["uniforms"], f32_),
         )
     elif family == "rewind_trim":
@@ -178,9 +178,10 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
     elif family == "grid_draw_counts":
         grid_draw_counts(decode_array(inputs["probs"], f32_))
     elif family == "position_uniform":
-        slot = inputs["slot"]
+        slot = inputs["slot"]  # an unknown name or a non-integer is a bad input, passed on
+        named_slot: Any = SLOT_NAMES.get(slot, slot) if isinstance(slot, str) else slot
         randomness.position_uniform(decode_value(inputs["seed"]), decode_value(inputs["position"]),
-                                    SLOT_NAMES.get(slot, slot) if isinstance(slot, str) else slot)
+                                    named_slot)
     elif family == "round_uniform":
         named = inputs["slot"]
         slot = SLOT_NAMES[named] if isinstance(named, str) else decode_value(named)
@@ -201,8 +202,9 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
                          verify_cost=decode_value(inputs["verify_cost"]))  # errors give it
     elif family == "verify_tree":
         scheme = inputs["scheme"]
+        tree_scheme: Any = TreeScheme(scheme) if isinstance(scheme, str) else scheme  # or bad
         verify_tree(
-            TreeScheme(scheme) if isinstance(scheme, str) else scheme,
+            tree_scheme,
             decode_sequence(inputs["parents"]), decode_array(inputs["target_probs"], f32_),
             decode_array(inputs["draft_probs"], f32_) if inputs["draft_probs"] is not None
             else None,

@@ -17,6 +17,7 @@ from .common import (
     check_equal,
     encode_reals,
     f32,
+    id_list,
     ints,
     rational,
     vector,
@@ -93,5 +94,6 @@ def grid_draw_counts_vectors() -> list[Vector]:
         check_equal(name, got, want)
         if sum(got) != UNIFORM_GRID_SIZE:
             raise GenerationError(f"{name}: the counts do not sum to 2**24")
-        out.append(vector(name, note, {"probs": encode_reals(probs)}, {"counts": got}, 0.0))
+        out.append(vector(name, note, {"probs": encode_reals(probs)}, {"counts": id_list(got)},
+                          0.0))
     return out

@@ -27,6 +27,7 @@ from .common import (
     draw_is_robust,
     encode_reals,
     floats,
+    id_list,
     is_f32,
     oracle_argmax,
     oracle_sample,
@@ -48,7 +49,6 @@ from .verify_blockwise import decide_block
 # checked against an exact-rational run keyed by hand, and must change under both wrong
 # keyings below that can change it, so a port that keys by either fails it.
 
-EIGHTHS = Fraction(1, 8)
 RUN_RULES = (AcceptanceRule.GREEDY_ARGMAX, AcceptanceRule.SAMPLER_MATCH,
              AcceptanceRule.STOCHASTIC, AcceptanceRule.BLOCK)
 RunRecord: TypeAlias = "tuple[int, list[int], int, int]"
@@ -303,12 +303,6 @@ def run_vector(name: str, note: str, rule: AcceptanceRule, target: TableLaw, dra
         "rule": rule.value, "target_law": target.encode(), "draft_law": draft.encode(),
         "prompt": id_list(prompt), "num_draft_tokens": k, "max_tokens": n, "seed": seed,
     }, {"tokens": id_list(run_tokens(right)), "rounds": encode_rounds(right)}, 0.0)
-
-
-def id_list(ids: Sequence[int]) -> Json:
-    out: list[Json] = []
-    out.extend(ids)
-    return out
 
 
 def edge_runs() -> list[Vector]:

@@ -22,6 +22,7 @@ from .common import (
     draw_from,
     draw_is_robust,
     encode_reals,
+    id_list,
     ints,
     oracle_sample,
     rational,
@@ -52,7 +53,8 @@ def tree_oracle(scheme: TreeScheme, parents: Sequence[int], target: list[Rationa
                 sample: Sequence[Fraction]) -> tuple[list[int], int, bool]:
     """(accepted nodes, next token, robust): the rule walked in exact arithmetic."""
     shape = tree_shape(parents, tokens, distinct_siblings=False)
-    row, path, robust = 0, [], True
+    row, robust = 0, True
+    path: list[int] = []
     while True:
         r, kids = target[row], shape.children[row]
         siblings = [tokens[c] for c in kids]
@@ -99,7 +101,7 @@ def tree_vector(name: str, note: str, scheme: TreeScheme, parents: Sequence[int]
         "draft_probs": encode_reals(draft) if draft is not None else None,
         "draft_tokens": list(tokens), "accept_uniforms": encode_reals(accept),
         "sample_uniforms": encode_reals(sample),
-    }, {"num_accepted": len(path), "accepted_nodes": nodes, "next_token": nxt}, 0.0)
+    }, {"num_accepted": len(path), "accepted_nodes": id_list(nodes), "next_token": nxt}, 0.0)
 
 
 def tree_drafts(scheme: TreeScheme, parents: Sequence[int], draft: list[Row],
