@@ -34,7 +34,7 @@ def main() -> None:
     python = sys.executable
     trees = [t for t in PYTHON_TREES if (ROOT / t).exists()]
     step("ruff", python, "-m", "ruff", "check", *trees)
-    step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples")
+    step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples", "spec")
     step("import contracts", str(Path(python).parent / "lint-imports"))
     # Two workers on CI's two cores: the suite is order-independent (each test owns its
     # temporary files and seeds), and the slow soak and chi-square tests no longer queue.

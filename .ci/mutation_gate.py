@@ -68,7 +68,8 @@ GATE_TEST = "tests/test_mutation_gate.py"
 FIRST_STAGE_PATTERNS = ("tests/test_core_*.py", "impl/specaccept/core/*.py")
 # Files known to be slow run last; every other file runs in between, by name.
 SLOW_LAST = (
-    "proofs/test_exact_rounds.py",
+    "proofs/test_rewind.py",
+    "proofs/test_whole_round.py",
     "tests/test_core_lossless_grid.py",
     "tests/test_generator_sampling.py",
     "tests/test_generator_greedy.py",

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import NamedTuple, TypeAlias
 
-from proofs.test_block_verification import BLOCK, Variant, exact_round
-from proofs.test_exact_rounds import Dist, Law, Table, Tokens, residual, target_law
+from proofs.exact_block import BLOCK, Variant, exact_round
+from proofs.exact_rounds import Dist, Law, Table, Tokens, residual, target_law
 from specaccept import AcceptanceRule
 from specaccept.core.randomness import (
     ACCEPT,

@@ -16,7 +16,7 @@ from math import prod
 import mlx.core as mx
 import pytest
 
-from proofs import test_exact_rounds as exact_rounds
+from proofs import exact_rounds
 from specaccept import (
     AcceptanceRule,
     acceptance_probability,

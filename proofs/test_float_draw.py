@@ -11,6 +11,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from proofs.exact_rounds import DRAFTERS, TARGETS, V3_NOISE, V3_TARGETS
 from proofs.float_budget import (
     STATED_BUDGET,
     TWO_LEVEL_BUDGET,
@@ -22,7 +23,6 @@ from proofs.float_budget import (
     two_level_counts,
     two_level_draw,
 )
-from proofs.test_exact_rounds import DRAFTERS, TARGETS, V3_NOISE, V3_TARGETS
 from specaccept import (
     UNIFORM_GRID_SIZE,
     SamplerConfig,

@@ -19,6 +19,19 @@ from fractions import Fraction
 import mlx.core as mx
 import pytest
 
+from proofs.exact_block import BLOCK, LAST_KEEP_ONE, UNWEIGHTED_RESIDUAL, Variant
+from proofs.exact_rounds import (
+    DRAFTER,
+    TARGET,
+    TARGET3,
+    as_float32,
+    dist,
+    inside,
+    mixed_drafter3,
+    one_hot,
+    table,
+    target_law,
+)
 from proofs.exact_runs import (
     FULL,
     Keying,
@@ -33,25 +46,7 @@ from proofs.exact_runs import (
     run_law,
     total_variation,
 )
-from proofs.test_block_verification import (
-    BLOCK,
-    LAST_KEEP_ONE,
-    UNWEIGHTED_RESIDUAL,
-    Variant,
-    random_table,
-)
-from proofs.test_exact_rounds import (
-    DRAFTER,
-    TARGET,
-    TARGET3,
-    as_float32,
-    dist,
-    inside,
-    mixed_drafter3,
-    one_hot,
-    table,
-    target_law,
-)
+from proofs.test_block_verification import random_table
 from specaccept import AcceptanceRule, sample_from_distribution, verify_blockwise, verify_tokenwise
 from specaccept.core.randomness import DRAFT, UniformKey, round_keys
 

@@ -46,6 +46,17 @@ def dangling_checks(text: str, root: Path) -> list[str]:
     return dangling
 
 
+def uncited_check_files(root: Path) -> list[str]:
+    """Each ``proofs/test_<page>.py`` named after a proof page ``proofs/<page>.md`` that
+    the page does not cite: a lemma's checks live in the file named after its page."""
+    uncited = []
+    for checks in sorted((root / "proofs").glob("test_*.py")):
+        page = root / "proofs" / f"{checks.stem.removeprefix('test_')}.md"
+        if page.is_file() and f"proofs/{checks.name}" not in page.read_text("utf-8"):
+            uncited.append(f"proofs/{checks.name}")
+    return uncited
+
+
 def register_numbers() -> list[str]:
     return HYPOTHESIS_HEADING.findall(REGISTER.read_text("utf-8"))
 
@@ -72,6 +83,10 @@ def test_every_proof_page_lists_its_hypotheses(page: Path) -> None:
     assert problems == [], f"{page.name}: {problems} (see spec/hypotheses.md)"
 
 
+def test_the_checks_named_after_a_page_are_cited_by_it() -> None:
+    assert uncited_check_files(ROOT) == []
+
+
 def test_every_hypothesis_is_a_must_with_its_users_and_its_enforcement() -> None:
     text = REGISTER.read_text("utf-8")
     numbers = register_numbers()
@@ -86,13 +101,18 @@ def test_every_hypothesis_is_a_must_with_its_users_and_its_enforcement() -> None
 
 
 def test_the_bookkeeping_checks_catch_what_they_are_for(tmp_path: Path) -> None:
-    """A renamed check, a page without hypotheses and an unknown hypothesis are reported."""
+    """A renamed check, a page that does not cite the checks named after it, a page without
+    hypotheses and an unknown hypothesis are reported."""
     (tmp_path / "proofs").mkdir()
     (tmp_path / "proofs" / "test_a.py").write_text("def test_present() -> None: ...\n")
     text = "`proofs/test_a.py::test_present` and `proofs/test_a.py::test_renamed`"
     assert dangling_checks(text, tmp_path) == ["proofs/test_a.py::test_renamed"]
     assert dangling_checks("`proofs/test_gone.py::test_x`", tmp_path) == [
         "proofs/test_gone.py::test_x"]
+    (tmp_path / "proofs" / "a.md").write_text("# Lemma A\n\nNo check cited.\n")
+    assert uncited_check_files(tmp_path) == ["proofs/test_a.py"]
+    (tmp_path / "proofs" / "a.md").write_text(text)
+    assert uncited_check_files(tmp_path) == []
     known = {"H1", "H2"}
     assert hypotheses_problems("# Lemma\n\nNo list.\n", known)
     line = "**Hypotheses** ([register](../spec/hypotheses.md)): H1 and H9.\n\n"

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from proofs.test_exact_rounds import Dist, as_float32
+from proofs.exact_rounds import Dist, as_float32
 from proofs.test_tree_exact import Variant, constant, drafts, node_law, reject_update
 from specaccept.core.tree import TreeScheme, iid_siblings_acceptance, multi_draft_ceiling
 

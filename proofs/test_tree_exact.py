@@ -25,7 +25,7 @@ from typing import NamedTuple
 import mlx.core as mx
 import pytest
 
-from proofs.test_exact_rounds import (
+from proofs.exact_rounds import (
     Dist,
     Law,
     Table,

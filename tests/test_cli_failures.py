@@ -1,7 +1,8 @@
 """Every way the command line can be misused ends in one clear line and an exit code.
 
 Each case runs `specaccept` as a real subprocess, the way a user meets it: malformed model
-directories, flags out of range, a reader that closes the pipe, a full disk, Ctrl-C. The
+directories, flags out of range, a model whose logits are NaN, a reader that closes the pipe,
+a full disk, Ctrl-C. The
 assertions are the contract: the exit code, the error on one line naming the problem, and
 never a Python traceback. The subprocesses start together (a module fixture) so the suite
 waits for the slowest, not for their sum.
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import mlx.core as mx
 import pytest
 
 from specaccept import demo
+from specaccept.cli import EXIT_NO_DISTRIBUTION
 
 IMPL = Path(__file__).resolve().parent.parent / "impl"
 ENTRY = "from specaccept.cli import main; raise SystemExit(main())"
@@ -40,6 +43,9 @@ BROKEN_MODELS = [
     "garbage-config", "empty-config", "list-config", "no-weights", "truncated-weights",
     "tiny-weights", "no-tokenizer", "unknown-architecture",
 ]
+NAN_MODEL = "nan-logits"
+"""The demo target with a final norm of NaN: it loads, and every row of logits it computes
+is NaN."""
 
 
 def _make_broken_models(root: Path) -> None:
@@ -71,6 +77,13 @@ def _make_broken_models(root: Path) -> None:
         if tokenizer:
             for file in tokenizer_files:
                 shutil.copy(file, directory / file.name)
+    nan_model = root / NAN_MODEL
+    shutil.copytree(target, nan_model)
+    tensors = mx.load(str(target / "model.safetensors"))
+    assert isinstance(tensors, dict)
+    norm = tensors["model.norm.weight"]
+    tensors["model.norm.weight"] = mx.full(norm.shape, float("nan"), dtype=norm.dtype)
+    mx.save_safetensors(str(nan_model / "model.safetensors"), tensors)
 
 
 def _cases(root: Path) -> dict[str, Case]:
@@ -90,6 +103,10 @@ def _cases(root: Path) -> dict[str, Case]:
     cases["model-missing"] = Case(
         ["generate", "-m", str(root / "absent"), "--draft-model", drafter], 2,
         "is not a directory",
+    )
+    cases["model-nan-logits"] = Case(
+        ["generate", "-n", "4", "-m", str(root / NAN_MODEL), "--draft-model", drafter],
+        EXIT_NO_DISTRIBUTION, "produced NaN or +inf logits at output position 0",
     )
     flags = {
         "bench-zero-tokens": (["bench", "-n", "0"], "must be >= 1"),
@@ -150,7 +167,7 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(_cases(Path("root"))))
-def test_a_misuse_ends_in_one_line_and_exit_2(
+def test_a_failure_ends_in_one_line_and_its_exit_code(
     name: str, outcomes: tuple[Path, dict[str, Outcome]]
 ) -> None:
     root, results = outcomes

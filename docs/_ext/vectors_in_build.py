@@ -4,10 +4,10 @@ A page says ``Vectors: [`x.json`](vectors/x.json)``, a link that works where the
 read on a code host (``spec/vectors/x.json`` beside ``spec/x.md``). In the site the JSON
 files are no source documents, so MyST would leave such a link unresolved. This extension
 
-- copies ``spec/vectors/*.json`` (the vectors and their JSON schema) and
-  ``spec/vectors/generate.py`` into ``<html out>/spec/vectors/`` when an html build
-  finishes, so the built site holds the very files the repository holds, at the same path
-  relative to each page;
+- copies ``spec/vectors/*.json`` (the vectors and their JSON schema),
+  ``spec/vectors/generate.py`` and the package it runs, ``spec/vectors/generation/``, into
+  ``<html out>/spec/vectors/`` when an html build finishes, so the built site holds the
+  very files the repository holds, at the same path relative to each page;
 - turns each MyST link whose target, read from the linking page's place in the site, is one
   of those files into a plain link to the copy. A link to a file that does not exist is left
   alone, so MyST's "cross-reference target not found" warning fails the ``-W`` build.
@@ -31,9 +31,16 @@ VECTORS = "spec/vectors"
 
 
 def shipped_files(root: Path = ROOT) -> list[Path]:
-    """The files of spec/vectors/ the site ships: every JSON file and the generator."""
+    """The files of spec/vectors/ the site ships: every JSON file and the generator (its
+    script and its package)."""
     folder = root / VECTORS
-    return [*sorted(folder.glob("*.json")), folder / "generate.py"]
+    return [*sorted(folder.glob("*.json")), folder / "generate.py",
+            *sorted((folder / "generation").glob("*.py"))]
+
+
+def shipped_name(path: Path, root: Path = ROOT) -> str:
+    """Where a shipped file lies, relative to spec/vectors/ (in the repository and the site)."""
+    return path.relative_to(root / VECTORS).as_posix()
 
 
 def site_path(docname: str, target: str) -> str | None:
@@ -51,7 +58,7 @@ class VectorLinks(SphinxPostTransform):
     default_priority = 8  # before MyST's reference resolver (9)
 
     def run(self, **kwargs: Any) -> None:
-        shipped = {f"{VECTORS}/{path.name}" for path in shipped_files()}
+        shipped = {f"{VECTORS}/{shipped_name(path)}" for path in shipped_files()}
         for node in list(self.document.findall(pending_xref)):
             if node.get("reftype") != "myst":
                 continue
@@ -67,9 +74,10 @@ def copy_vectors(app: Sphinx, exception: BaseException | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir) / VECTORS
-    out.mkdir(parents=True, exist_ok=True)
     for path in shipped_files():
-        shutil.copyfile(path, out / path.name)
+        copy = out / shipped_name(path)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from specaccept.cli import bench, conform, generate, options, table, vectors
+from specaccept.shell.guards import NonFiniteLogitsError
 
 __all__ = ["build_parser", "main"]
 
@@ -55,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
+    except NonFiniteLogitsError as error:
+        # A model failed mid-run, not the caller: its own status, not a usage error's 2.
+        sys.stderr.write(f"specaccept: error: {error}\n")
+        return EXIT_NO_DISTRIBUTION
     except ValueError as error:
         parser.exit(2, f"specaccept: error: {error}\n")
     except BrokenPipeError:
@@ -85,6 +90,10 @@ def _undecodable(argument: str) -> str | None:
         return f"the lone surrogate U+{code:04X}"
     return None
 
+
+EXIT_NO_DISTRIBUTION = 3
+"""A model produced logits with no distribution (NaN or +inf, -inf for every token, or no
+finite mass): `specaccept.NonFiniteLogitsError`, refused before any token is drawn from it."""
 
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: the status of a Unix tool whose reader closed the pipe."""

@@ -1,0 +1,121 @@
+"""The ``sample_from_distribution`` vectors.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import mlx.core as mx
+import numpy as np
+
+from specaccept import sample_from_distribution
+
+from .common import (
+    GenerationError,
+    Json,
+    Lcg,
+    Vector,
+    arr,
+    check_equal,
+    draw_is_robust,
+    encode_reals,
+    f32,
+    ints,
+    oracle_sample,
+    rational,
+    scalar_int,
+    seed_of,
+    vector,
+)
+
+# --- sample_from_distribution -----------------------------------------------------------
+
+
+def sample_from_distribution_vectors() -> list[Vector]:
+    below_one = 1.0 - 2.0**-24
+    hand: list[tuple[str, str, list[float], float]] = [
+        ("zero_id_skipped_at_0", "u = 0: the first id of positive mass", [0.5, 0.0, 0.25, 0.25],
+         0.0),
+        ("inside_first", "u * total = 0.25 < cumsum[0] = 0.5", [0.5, 0.0, 0.25, 0.25], 0.25),
+        ("strict_tie_moves_on", "u * total = 0.5 = cumsum[0]: strict >, and id 1 has no mass",
+         [0.5, 0.0, 0.25, 0.25], 0.5),
+        ("strict_tie_at_0_75", "u * total = 0.75 = cumsum[2]: the next id", [0.5, 0.0, 0.25, 0.25],
+         0.75),
+        ("last_id", "u close to 1 lands on the last id", [0.5, 0.0, 0.25, 0.25], 0.96875),
+        ("largest_uniform_below_one", "u = 1 - 2**-24, the largest float32 below 1",
+         [0.5, 0.5, 0.0], below_one),
+        ("leading_zeros", "u = 0 with leading zero mass skips them", [0.0, 0.0, 1.0], 0.0),
+        ("unnormalized_weights", "the draw compares against u * sum: 0.5 * 4 = 2 = cumsum[0]",
+         [2.0, 1.0, 1.0], 0.5),
+        ("unnormalized_inside", "u * sum = 1 < cumsum[0] = 2", [2.0, 1.0, 1.0], 0.25),
+        ("one_hot", "a one-hot law returns its id for every u", [0.0, 0.0, 1.0, 0.0], 0.5),
+        ("normalising_first_breaks_the_tie",
+         "u * total = 0.5 * 14 = 7 = cumsum[2] exactly, so strict > moves on to id 3; a port "
+         "that normalises first sums 2/14 + 4/14 + 1/14 to just above 0.5 and returns id 2",
+         [2.0, 4.0, 1.0, 7.0], 0.5),
+        ("normalising_first_breaks_the_tie_at_0_75",
+         "u * total = 0.75 * 12 = 9 = cumsum[2]: id 3; normalising first returns id 2",
+         [3.0, 4.0, 2.0, 3.0], 0.75),
+    ]
+    out: list[Vector] = []
+    for name, note, probs, u in hand:
+        u = f32(u)
+        got = scalar_int(sample_from_distribution(arr(probs), u))
+        want = oracle_sample(rational(probs), Fraction(u))
+        if not draw_is_robust(rational(probs), Fraction(u)):
+            raise GenerationError(f"{name} is not robust")
+        check_equal(name, got, want)
+        out.append(vector(name, note, {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0))
+
+    out.append(fallback_vector("fallback_no_eligible_id", [2.0**-149, 2.0**-149, 0.0]))
+    out.append(fallback_vector("fallback_skips_two_trailing_zeros",
+                               [2.0**-149, 2.0**-149, 0.0, 0.0]))
+
+    rows = [[0.5, 0.0, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 1.0]]
+    per_row = [0.5, 0.5, 0.0]
+    shared = 0.75
+    cases: list[tuple[str, str, float | mx.array, list[float], Json]] = [
+        ("rows_one_uniform_each", "[R, V] probs with an [R] uniform per row",
+         mx.array(per_row, dtype=mx.float32), per_row, list(per_row)),
+        ("rows_shared_uniform", "[R, V] probs with one number for all rows", shared,
+         [shared] * len(rows), shared),
+    ]
+    for name, note, u_arg, u_list, u_json in cases:
+        got_ids = ints(sample_from_distribution(arr(rows), u_arg))
+        want_ids = [oracle_sample(rational(r), Fraction(x))
+                    for r, x in zip(rows, u_list, strict=True)]
+        check_equal(name, got_ids, want_ids)
+        out.append(vector(name, note, {"probs": encode_reals(rows), "u": u_json},
+                          {"token": list(got_ids)}, 0.0))
+
+    rng = Lcg(seed_of(1))
+    for i in range(16):
+        size = 3 + rng.below(6)
+        probs = rng.dyadic_distribution(size)
+        u = rng.uniform()
+        got = scalar_int(sample_from_distribution(arr(probs), u))
+        check_equal(f"random_{i}", got, oracle_sample(rational(probs), Fraction(u)))
+        out.append(vector(f"random_{i:02d}", "pseudo-random dyadic case", {
+            "probs": encode_reals(probs), "u": u}, {"token": got}, 0.0))
+    return out
+
+
+def fallback_vector(name: str, probs: list[float]) -> Vector:
+    """The one draw that reaches the fallback within the preconditions: subnormal weights.
+
+    With w = [2**-149, 2**-149, 0] (the smallest float32 subnormals) and u = 0.75,
+    u * total = 1.5 * 2**-149 rounds to 2**-148 = cumsum[1] (ties to even), so no id passes
+    the strict test and the last id of positive weight is returned. The exact draw is id 1
+    too; a port without the fallback returns 0 (an argmax over no eligible id) or 2.
+    """
+    u = 0.75
+    weights = np.array(probs, dtype=np.float32)
+    target = np.float32(u) * np.cumsum(weights, dtype=np.float32)[-1]
+    if ((np.cumsum(weights, dtype=np.float32) > target) & (weights > 0)).any():
+        raise GenerationError(f"{name}: some id is eligible in float32")
+    got = scalar_int(sample_from_distribution(arr(probs), u))
+    check_equal(name, got, oracle_sample(rational(probs), Fraction(u)))
+    return vector(name,
+                  "subnormal weights: u * total rounds up to cumsum[1], no id is eligible, and "
+                  "the last id of positive weight is returned (needs IEEE subnormals, no "
+                  "flush to zero)", {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0)

@@ -1,0 +1,87 @@
+"""The ``tree_acceptance`` vectors: ``iid_siblings_acceptance`` and ``multi_draft_ceiling``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from specaccept.core.tree import iid_siblings_acceptance, multi_draft_ceiling
+
+from .common import (
+    INEXACT_ATOL,
+    GenerationError,
+    Lcg,
+    Rational,
+    Row,
+    Vector,
+    arr,
+    check_close,
+    encode_reals,
+    f32,
+    rational,
+    scalar_float,
+    seed_of,
+    vector,
+)
+
+
+def oracle_iid_siblings(p: Rational, q: Rational, n: int) -> Fraction:
+    r, miss = list(p), Fraction(1)
+    for _ in range(n):
+        miss *= 1 - sum(min(a, b) for a, b in zip(r, q, strict=True))
+        excess = [max(a - b, Fraction(0)) for a, b in zip(r, q, strict=True)]
+        mass = sum(excess)
+        r = r if mass == 0 else [e / mass for e in excess]
+    return 1 - miss
+
+
+def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
+    """min over every token set H of p(H) + 1 - q(H)^n, by enumeration."""
+    best = Fraction(1)
+    for mask in range(1 << len(p)):
+        inside = [x for x in range(len(p)) if mask >> x & 1]
+        best = min(best, sum((p[x] for x in inside), Fraction(0)) + 1
+                   - sum((q[x] for x in inside), Fraction(0)) ** n)
+    return best
+
+
+def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vector:
+    exact_p, exact_q = rational(p), rational(q)
+    want_iid = oracle_iid_siblings(exact_p, exact_q, n)
+    want_ceiling = oracle_ceiling(exact_p, exact_q, n)
+    got_iid = scalar_float(iid_siblings_acceptance(arr(p), arr(q), n))
+    got_ceiling = scalar_float(multi_draft_ceiling(arr(p), arr(q), n))
+    check_close(name, [got_iid, got_ceiling], [float(want_iid), float(want_ceiling)],
+                INEXACT_ATOL)
+    if want_iid > want_ceiling:
+        raise GenerationError(f"{name}: RRS accepts more than the ceiling")
+    return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n},
+                  {"iid_siblings_acceptance": f32(float(want_iid)),
+                   "multi_draft_ceiling": f32(float(want_ceiling))}, INEXACT_ATOL)
+
+
+def tree_acceptance_vectors() -> list[Vector]:
+    out = [
+        tree_acceptance_vector("one_draft_is_sum_min", "n = 1: both are sum min(p, q) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 1),
+        tree_acceptance_vector("one_hot_q_gains_nothing",
+                               "q one-hot: every draft is id 0, both stay at p(0) = 1/2",
+                               [0.5, 0.5], [1.0, 0.0], 3),
+        tree_acceptance_vector("equal_laws_accept_always", "p = q: 1 for any n",
+                               [0.25, 0.75], [0.25, 0.75], 2),
+        tree_acceptance_vector("rrs_below_the_ceiling",
+                               "p = (1/2, 1/4, 1/4), q = (1/4, 1/4, 1/2), n = 2: RRS 13/16 "
+                               "against the ceiling 15/16", [0.5, 0.25, 0.25],
+                               [0.25, 0.25, 0.5], 2),
+        tree_acceptance_vector("disjoint_supports", "p and q disjoint: 0 for any n",
+                               [1.0, 0.0, 0.0], [0.0, 0.5, 0.5], 3),
+    ]
+    rng = Lcg(seed_of(13))
+    for index in range(12):
+        size = 2 + index % 4
+        p, q = rng.dyadic_distribution(size), rng.dyadic_distribution(size)
+        n = 1 + index % 3
+        out.append(tree_acceptance_vector(f"pseudo_random_{index}",
+                                          f"pseudo-random dyadic pair, V = {size}, n = {n}",
+                                          p, q, n))
+    return out
