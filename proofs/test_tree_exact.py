@@ -487,7 +487,9 @@ def library_node_acceptance(scheme: TreeScheme, p: Dist, q: Dist, width: int) ->
         form = without_replacement_siblings_acceptance(p_row, q_row, width)
     else:
         form = candidate_siblings_acceptance(p_row, top_candidates(q, width))
-    return float(form.item())
+    value = form.item()
+    assert isinstance(value, float)
+    return value
 
 
 def drawable(scheme: TreeScheme, q: Dist, width: int) -> bool:
