@@ -56,9 +56,11 @@ from specaccept import (
 from specaccept.core import randomness
 from specaccept.core.tree import (
     TreeScheme,
+    candidate_siblings_acceptance,
     iid_siblings_acceptance,
     multi_draft_ceiling,
     verify_tree,
+    without_replacement_siblings_acceptance,
 )
 from specaccept.shell.seeded_run import seeded_run
 
@@ -515,10 +517,16 @@ def replay_tree_acceptance(
 ) -> Problems:
     p, q = float_array(inputs["p"], "p"), float_array(inputs["q"], "q")
     n = value_arg(inputs["num_drafts"])
-    iid = iid_siblings_acceptance(p, q, n).item()
-    ceiling = multi_draft_ceiling(p, q, n).item()
-    return (close("iid_siblings_acceptance", iid, expected["iid_siblings_acceptance"], atol)
-            + close("multi_draft_ceiling", ceiling, expected["multi_draft_ceiling"], atol))
+    got = {
+        "iid_siblings_acceptance": iid_siblings_acceptance(p, q, n).item(),
+        "without_replacement_siblings_acceptance":
+            without_replacement_siblings_acceptance(p, q, n).item(),
+        "candidate_siblings_acceptance":
+            candidate_siblings_acceptance(p, sequence_arg(inputs["candidates"])).item(),
+        "multi_draft_ceiling": multi_draft_ceiling(p, q, n).item(),
+    }
+    return [problem for field, value in got.items()
+            for problem in close(field, value, expected[field], atol)]
 
 
 REPLAYERS: dict[str, Replayer] = {

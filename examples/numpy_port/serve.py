@@ -224,6 +224,10 @@ def verify_tree(i: dict[str, Any]) -> dict[str, Any]:
 def tree_acceptance(i: dict[str, Any]) -> dict[str, Any]:
     p, q, n = floats(i["p"]), floats(i["q"]), value(i["num_drafts"])
     return {"iid_siblings_acceptance": sp.iid_siblings_acceptance(p, q, n),
+            "without_replacement_siblings_acceptance":
+                sp.without_replacement_siblings_acceptance(p, q, n),
+            "candidate_siblings_acceptance":
+                sp.candidate_siblings_acceptance(p, sequence(i["candidates"])),
             "multi_draft_ceiling": sp.multi_draft_ceiling(p, q, n)}
 
 

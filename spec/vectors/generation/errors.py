@@ -33,9 +33,11 @@ from specaccept import (
 from specaccept.core import randomness
 from specaccept.core.tree import (
     TreeScheme,
+    candidate_siblings_acceptance,
     iid_siblings_acceptance,
     multi_draft_ceiling,
     verify_tree,
+    without_replacement_siblings_acceptance,
 )
 from specaccept.shell.seeded_run import seeded_run
 
@@ -214,6 +216,8 @@ def run_family(family: str, inputs: dict[str, Json]) -> None:
     elif family == "tree_acceptance":
         p, q = decode_array(inputs["p"], f32_), decode_array(inputs["q"], f32_)
         iid_siblings_acceptance(p, q, decode_value(inputs["num_drafts"]))
+        without_replacement_siblings_acceptance(p, q, decode_value(inputs["num_drafts"]))
+        candidate_siblings_acceptance(p, decode_sequence(inputs["candidates"]))
         multi_draft_ceiling(p, q, decode_value(inputs["num_drafts"]))
     else:
         raise GenerationError(f"no replay for family {family}")
@@ -276,7 +280,8 @@ def base_inputs(family: str) -> dict[str, Json]:
                         "draft_probs": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
                         "draft_tokens": [0, 1], "accept_uniforms": [0.5, 0.5],
                         "sample_uniforms": [0.5, 0.5]},
-        "tree_acceptance": {"p": [0.5, 0.5], "q": [0.25, 0.75], "num_drafts": 2},
+        "tree_acceptance": {"p": [0.5, 0.5], "q": [0.25, 0.75], "num_drafts": 2,
+                            "candidates": [1, 0]},
     }
     return copy.deepcopy(bases[family])
 
@@ -633,6 +638,16 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("num_drafts_zero", "n >= 1", {"num_drafts": 0}, v, "num_drafts"),
             ("num_drafts_float", "an integer argument", {"num_drafts": 2.0}, t, "num_drafts"),
             ("num_drafts_bool", "a bool is not a count", {"num_drafts": True}, t, "num_drafts"),
+            ("candidates_repeated", "candidates are distinct", {"candidates": [1, 1]}, v,
+             "candidates"),
+            ("candidates_out_of_range", "a candidate is an id in [0, V)",
+             {"candidates": [1, 2]}, v, "candidates"),
+            ("candidates_negative", "a candidate is an id in [0, V)",
+             {"candidates": [-1]}, v, "candidates"),
+            ("candidates_empty", "a node has at least one child", {"candidates": []}, v,
+             "candidates"),
+            ("candidates_float", "a candidate is an int", {"candidates": [1.0]}, t,
+             "candidates"),
         ],
     }
 

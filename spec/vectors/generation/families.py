@@ -121,9 +121,11 @@ FAMILIES: dict[str, tuple[list[str], str, Callable[[], list[Vector]]]] = {
         verify_tree_vectors,
     ),
     "tree_acceptance": (
-        ["iid_siblings_acceptance", "multi_draft_ceiling"],
-        "p, q, num_drafts -> iid_siblings_acceptance (RRS at one node), multi_draft_ceiling "
-        "(alpha*)",
+        ["iid_siblings_acceptance", "without_replacement_siblings_acceptance",
+         "candidate_siblings_acceptance", "multi_draft_ceiling"],
+        "p, q, num_drafts, candidates -> iid_siblings_acceptance (RRS at one node), "
+        "without_replacement_siblings_acceptance (RSD), candidate_siblings_acceptance "
+        "(deterministic candidates), multi_draft_ceiling (alpha*)",
         tree_acceptance_vectors,
     ),
 }

@@ -1,11 +1,18 @@
-"""The ``tree_acceptance`` vectors: ``iid_siblings_acceptance`` and ``multi_draft_ceiling``.
+"""The ``tree_acceptance`` vectors: a node's acceptance under each tree scheme
+(``iid_siblings_acceptance``, ``without_replacement_siblings_acceptance``,
+``candidate_siblings_acceptance``) and ``multi_draft_ceiling``.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from specaccept.core.tree import iid_siblings_acceptance, multi_draft_ceiling
+from specaccept.core.tree import (
+    candidate_siblings_acceptance,
+    iid_siblings_acceptance,
+    multi_draft_ceiling,
+    without_replacement_siblings_acceptance,
+)
 
 from .common import (
     INEXACT_ATOL,
@@ -18,6 +25,7 @@ from .common import (
     check_close,
     encode_reals,
     f32,
+    id_list,
     rational,
     scalar_float,
     seed_of,
@@ -35,6 +43,33 @@ def oracle_iid_siblings(p: Rational, q: Rational, n: int) -> Fraction:
     return 1 - miss
 
 
+def oracle_without_replacement(p: Rational, q: Rational, n: int) -> Fraction:
+    """RSD's acceptance by recursion over the draw orders, in exact rationals: draft x from
+    the proposal, accepted with min(1, r(x) / q_j(x)); a rejection moves r to its normalised
+    excess and removes x from the proposal."""
+    def accept(r: list[Fraction], proposal: list[Fraction], left: int) -> Fraction:
+        if left == 0 or sum(proposal) == 0:
+            return Fraction(0)
+        total = sum((min(a, b) for a, b in zip(r, proposal, strict=True)), Fraction(0))
+        excess = [max(a - b, Fraction(0)) for a, b in zip(r, proposal, strict=True)]
+        mass = sum(excess)
+        after = r if mass == 0 else [e / mass for e in excess]
+        for x, w in enumerate(proposal):
+            rejected = max(w - r[x], Fraction(0))
+            if rejected:
+                kept = [Fraction(0) if y == x else v for y, v in enumerate(proposal)]
+                kept_mass = sum(kept)
+                rest = kept if kept_mass == 0 else [v / kept_mass for v in kept]
+                total += rejected * accept(after, rest, left - 1)
+        return total
+    return accept(list(p), list(q), n)
+
+
+def top_candidates(q: Row, n: int) -> list[int]:
+    """The min(n, V) most likely ids of q, ties to the lowest id: distinct candidates."""
+    return sorted(range(len(q)), key=lambda x: (-q[x], x))[:min(n, len(q))]
+
+
 def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
     """min over every token set H of p(H) + 1 - q(H)^n, by enumeration."""
     best = Fraction(1)
@@ -47,17 +82,26 @@ def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
 
 def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vector:
     exact_p, exact_q = rational(p), rational(q)
-    want_iid = oracle_iid_siblings(exact_p, exact_q, n)
-    want_ceiling = oracle_ceiling(exact_p, exact_q, n)
-    got_iid = scalar_float(iid_siblings_acceptance(arr(p), arr(q), n))
-    got_ceiling = scalar_float(multi_draft_ceiling(arr(p), arr(q), n))
-    check_close(name, [got_iid, got_ceiling], [float(want_iid), float(want_ceiling)],
-                INEXACT_ATOL)
-    if want_iid > want_ceiling:
+    candidates = top_candidates(q, n)
+    want = {
+        "iid_siblings_acceptance": oracle_iid_siblings(exact_p, exact_q, n),
+        "without_replacement_siblings_acceptance": oracle_without_replacement(
+            exact_p, exact_q, n),
+        "candidate_siblings_acceptance": sum((exact_p[x] for x in candidates), Fraction(0)),
+        "multi_draft_ceiling": oracle_ceiling(exact_p, exact_q, n),
+    }
+    got = [
+        scalar_float(iid_siblings_acceptance(arr(p), arr(q), n)),
+        scalar_float(without_replacement_siblings_acceptance(arr(p), arr(q), n)),
+        scalar_float(candidate_siblings_acceptance(arr(p), candidates)),
+        scalar_float(multi_draft_ceiling(arr(p), arr(q), n)),
+    ]
+    check_close(name, got, [float(w) for w in want.values()], INEXACT_ATOL)
+    if want["iid_siblings_acceptance"] > want["multi_draft_ceiling"]:
         raise GenerationError(f"{name}: RRS accepts more than the ceiling")
-    return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n},
-                  {"iid_siblings_acceptance": f32(float(want_iid)),
-                   "multi_draft_ceiling": f32(float(want_ceiling))}, INEXACT_ATOL)
+    return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n,
+                               "candidates": id_list(candidates)},
+                  {field: f32(float(w)) for field, w in want.items()}, INEXACT_ATOL)
 
 
 def tree_acceptance_vectors() -> list[Vector]:
@@ -75,6 +119,14 @@ def tree_acceptance_vectors() -> list[Vector]:
                                [0.25, 0.25, 0.5], 2),
         tree_acceptance_vector("disjoint_supports", "p and q disjoint: 0 for any n",
                                [1.0, 0.0, 0.0], [0.0, 0.5, 0.5], 3),
+        tree_acceptance_vector("without_replacement_renormalises_q",
+                               "p = (1/2, 1/4, 1/4), q = (1/4, 1/4, 1/2), n = 2: without "
+                               "replacement 7/8 (the second draft from q without the first), "
+                               "i.i.d. 13/16, candidates {2, 0} 3/4", [0.5, 0.25, 0.25],
+                               [0.25, 0.25, 0.5], 2),
+        tree_acceptance_vector("without_replacement_exhausts_q",
+                               "q on two ids, n = 3: the third draft has nothing left to draw",
+                               [0.25, 0.25, 0.5], [0.5, 0.5, 0.0], 3),
     ]
     rng = Lcg(seed_of(13))
     for index in range(12):
