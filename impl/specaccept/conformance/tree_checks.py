@@ -270,7 +270,7 @@ def _support_violation(round_: TreeRound) -> str:
             if round_.scheme != "deterministic":
                 assert round_.draft_rows is not None
                 q = round_.draft_rows[row]
-                if 0 < p[token] and q[token] <= p[token]:
+                if p[token] > 0 and q[token] <= p[token]:
                     return (f"{where}, depth {d}: the first child, token {token}, was rejected "
                             f"though p = {p[token]:.6g} >= q = {q[token]:.6g}: its acceptance "
                             "probability is 1")

@@ -1,0 +1,189 @@
+"""The conformance kit on tree rounds: the tree generator conforms, each broken tree engine
+is caught, and the tree-round record is read and written as spec/trace_format.md says."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import specaccept_trace
+from broken_tree_engines import TREE_BUGS, TreeEngineCase, check_text, run_tree_engine
+from specaccept import SamplerConfig, load_pair
+from specaccept.conformance import TraceError, Verdict, check_trace, read_trace
+from specaccept.conformance.tree_checks import node_acceptance
+from specaccept.core.tree import TreeScheme, iid_siblings_acceptance
+from specaccept.shell.conformance.tree_record import trace_tree_generator
+from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+TREE_CHECKS = ("tree-replay", "tree-fresh", "tree-support", "tree-acceptance", "tree-law",
+               "tree-rewind")
+
+
+@pytest.fixture(scope="module")
+def pair() -> object:
+    return load_pair()
+
+
+@pytest.mark.parametrize("scheme", list(TreeScheme))
+def test_tree_generator_conforms(pair: object, scheme: TreeScheme, tmp_path: Path) -> None:
+    """The unmodified TreeSpeculativeGenerator at T = 0.7 passes every tree check."""
+    generator = TreeSpeculativeGenerator(pair.target, pair.drafter,  # type: ignore[attr-defined]
+                                         SamplerConfig(temperature=0.7), width=2, depth=2,
+                                         scheme=scheme)
+    prompt = [int(t) for t in pair.tokenizer.encode("ROMEO:\n")]  # type: ignore[attr-defined]
+    stream = io.StringIO()
+    tokens = trace_tree_generator(generator, prompt, 40, stream, seed=3)
+    assert len(tokens) == 40
+    path = tmp_path / "tree.jsonl"
+    path.write_text(stream.getvalue())
+    trace = read_trace(path)
+    assert trace.tree_rounds and trace.version == 2
+    report = check_trace(trace)
+    verdicts = {c.name: c.verdict for c in report.checks}
+    assert all(verdicts[name] is Verdict.PASS for name in TREE_CHECKS), report.to_text()
+    assert report.passed
+
+
+@pytest.mark.parametrize("case", TREE_BUGS, ids=[c.bug for c in TREE_BUGS])
+def test_broken_tree_engine_is_caught(case: TreeEngineCase) -> None:
+    """Each broken tree engine fails the checks it names within its rounds, seeds 0 to 2;
+    the correct engine on the same tree, laws and rounds passes."""
+    for seed in range(3):
+        report = check_text(run_tree_engine(case, case.rounds, seed=seed))
+        failed = {c.name for c in report.checks if c.verdict is Verdict.FAIL}
+        assert set(case.caught_by) <= failed, (seed, report.to_text())
+        correct = check_text(run_tree_engine(
+            None, case.rounds, seed=seed, scheme=case.scheme, width=case.width,
+            depth=case.depth, grid=case.grid, sharpness=case.sharpness))
+        assert correct.passed, correct.to_text()
+
+
+def _top_n_case() -> TreeEngineCase:
+    return next(c for c in TREE_BUGS if c.bug == "top-n-verified-with-q")
+
+
+def test_tree_acceptance_rejects_top_n_verified_with_q_without_uniforms() -> None:
+    """Without uniforms replay cannot run; the acceptance z still rejects the engine that
+    tests top-n candidates with min(1, p/q), and passes the correct deterministic engine."""
+    case = _top_n_case()
+    report = check_text(run_tree_engine(case, 40, record_uniforms=False))
+    checks = {c.name: c for c in report.checks}
+    assert checks["tree-replay"].verdict is Verdict.NOT_RUN
+    assert checks["tree-acceptance"].verdict is Verdict.FAIL, report.to_text()
+    correct = check_text(run_tree_engine(None, 40, scheme=case.scheme, width=case.width,
+                                         depth=case.depth, record_uniforms=False))
+    assert {c.name: c.verdict for c in correct.checks}["tree-acceptance"] is Verdict.PASS
+
+
+def test_tree_law_rejects_top_n_verified_with_q_without_uniforms() -> None:
+    """The law check's demonstration: 200 rounds of the same engine fail the PIT; the
+    correct engine passes it."""
+    case = _top_n_case()
+    report = check_text(run_tree_engine(case, 200, record_uniforms=False))
+    assert {c.name: c.verdict for c in report.checks}["tree-law"] is Verdict.FAIL
+    correct = check_text(run_tree_engine(None, 200, scheme=case.scheme, width=case.width,
+                                         depth=case.depth, record_uniforms=False))
+    assert {c.name: c.verdict for c in correct.checks}["tree-law"] is Verdict.PASS
+
+
+def _trace_lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _write(tmp_path: Path, records: list[dict[str, object]]) -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_node_acceptance_matches_the_core_closed_forms(tmp_path: Path) -> None:
+    """i.i.d.: `iid_siblings_acceptance`; deterministic: the children's p summed."""
+    for scheme in (TreeScheme.IID, TreeScheme.DETERMINISTIC):
+        trace = read_trace(_write(tmp_path, _trace_lines(
+            run_tree_engine(None, 3, scheme=scheme, width=3, depth=2))))
+        for round_ in trace.tree_rounds:
+            for row, kids in enumerate(round_.children):
+                if not kids:
+                    continue
+                assert round_.draft_rows is not None
+                if scheme is TreeScheme.IID:
+                    expected = iid_siblings_acceptance(
+                        mx.array(round_.target_rows[row]), mx.array(round_.draft_rows[row]),
+                        len(kids)).item()
+                else:
+                    expected = float(sum(round_.target_rows[row][round_.node_tokens[c]]
+                                         for c in kids))
+                assert node_acceptance(round_, row) == pytest.approx(expected, abs=1e-5)
+
+
+def test_without_replacement_acceptance_given_siblings_by_enumeration(tmp_path: Path) -> None:
+    """Averaged over the sibling draws (every ordered pair, by enumeration on a vocabulary
+    of 12), the given-siblings acceptance equals a direct count of accepting outcomes."""
+    text = run_tree_engine(None, 1, scheme=TreeScheme.WITHOUT_REPLACEMENT, width=2, depth=1)
+    record = _trace_lines(text)
+    p = np.array(record[2]["target"]["probs"][0], dtype=np.float64)  # type: ignore[index]
+    q = np.array(record[2]["draft"]["probs"][0], dtype=np.float64)  # type: ignore[index]
+    total_formula, total_direct = 0.0, 0.0
+    for a in range(12):
+        for b in range(12):
+            if a == b:
+                continue
+            weight = q[a] * q[b] / (1 - q[a])
+            record[2]["node_tokens"] = [a, b]
+            record[2]["path"], record[2]["emitted"] = [], [0]
+            round_ = read_trace(_write(tmp_path, record)).tree_rounds[0]
+            total_formula += weight * node_acceptance(round_, 0)
+            # Direct: accept a with min(1, p/q); else b against q without a, residual r1.
+            first = min(1.0, p[a] / q[a])
+            r1 = np.maximum(p - q, 0)
+            r1 = r1 / r1.sum() if r1.sum() > 0 else p
+            q1 = q.copy()
+            q1[a] = 0
+            q1 /= q1.sum()
+            second = 0.0 if r1[b] <= 0 else min(1.0, r1[b] / q1[b])
+            total_direct += weight * (first + (1 - first) * second)
+    assert total_formula == pytest.approx(total_direct, abs=1e-6)
+
+
+def _one_round(tmp_path: Path) -> list[dict[str, object]]:
+    return _trace_lines(run_tree_engine(None, 1, width=2, depth=2))
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda r: r.update(path=[2]), "path[0]"),
+    (lambda r: r.update(scheme="beam"), "scheme"),
+    (lambda r: r.update(parents=[-1, -1, 2, 0, 1, 1]), "parents[2]"),
+    (lambda r: r.pop("draft"), "draft"),
+    (lambda r: r.update(emitted=[5]), "emitted"),
+    (lambda r: r.update(uniforms={"accept": [0.5] * 6, "sample": [0.5]}), "uniforms.sample"),
+    (lambda r: r["target"].update(probs=r["target"]["probs"][:-1]), "target"),
+])
+def test_reader_names_the_bad_tree_field(tmp_path: Path, change: object, field: str) -> None:
+    records = _one_round(tmp_path)
+    change(records[2])  # type: ignore[operator]
+    with pytest.raises(TraceError) as error:
+        read_trace(_write(tmp_path, records))
+    assert error.value.field == field and error.value.line == 3
+
+
+def test_writer_refuses_what_the_reader_refuses() -> None:
+    writer = specaccept_trace.TraceWriter(io.StringIO(), vocab_size=4)
+    run = writer.start_run("r")
+    rows = specaccept_trace.probs_block([[0.25] * 4] * 3)
+    draft = specaccept_trace.probs_block([[0.25] * 4])
+    with pytest.raises(specaccept_trace.TraceWriteError, match="path"):
+        run.write_tree_round(scheme="iid", parents=[-1, 0], node_tokens=[1, 2], target=rows,
+                             draft=draft, path=[1], emitted=[2, 0])
+    with pytest.raises(specaccept_trace.TraceWriteError, match="draft is required"):
+        run.write_tree_round(scheme="iid", parents=[-1, -1], node_tokens=[1, 2], target=rows,
+                             path=[0], emitted=[1, 0])
+    version_1 = specaccept_trace.TraceWriter(io.StringIO(), vocab_size=4, version=1)
+    with pytest.raises(specaccept_trace.TraceWriteError, match="version 2"):
+        version_1.start_run().write_tree_round(
+            scheme="deterministic", parents=[-1], node_tokens=[1],
+            target=specaccept_trace.probs_block([[0.25] * 4] * 2), path=[], emitted=[0])
