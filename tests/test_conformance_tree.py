@@ -187,3 +187,22 @@ def test_writer_refuses_what_the_reader_refuses() -> None:
         version_1.start_run().write_tree_round(
             scheme="deterministic", parents=[-1], node_tokens=[1],
             target=specaccept_trace.probs_block([[0.25] * 4] * 2), path=[], emitted=[0])
+
+
+def test_the_format_pages_tree_example_is_read_and_replays(tmp_path: Path) -> None:
+    """The tree round of spec/trace_format.md's example: read, and every run check passes."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_format.md").read_text()
+    block = re.findall(r"```json\n(.*?)```", page, re.DOTALL)[-1]
+    records: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("{"):
+            records.append(line)
+        else:
+            records[-1] += line
+    trace = read_trace(_write(tmp_path, [json.loads(r) for r in records]))
+    (round_,) = trace.tree_rounds
+    assert (round_.path, round_.emitted, round_.next_token) == ((0,), (1, 0), 0)
+    verdicts = {c.name: c.verdict for c in check_trace(trace).checks}
+    assert verdicts["tree-replay"] is Verdict.PASS and verdicts["tree-rewind"] is Verdict.PASS
