@@ -206,3 +206,26 @@ def test_the_format_pages_tree_example_is_read_and_replays(tmp_path: Path) -> No
     assert (round_.path, round_.emitted, round_.next_token) == ((0,), (1, 0), 0)
     verdicts = {c.name: c.verdict for c in check_trace(trace).checks}
     assert verdicts["tree-replay"] is Verdict.PASS and verdicts["tree-rewind"] is Verdict.PASS
+
+
+@pytest.mark.parametrize(("key", "value"), [("target_after", 4), ("target_after", 2),
+                                            ("target_before", 0), ("draft_after", 0),
+                                            ("draft_fed", 2)])
+def test_tree_rewind_fails_an_offset_off_the_invariant(
+    tmp_path: Path, key: str, value: int
+) -> None:
+    """A one-round tree trace keeps L' = 1 + len(emitted) target entries; an offset off the
+    invariant fails the rewind check, naming the round."""
+    records = _trace_lines(run_tree_engine(None, 1, width=2, depth=1))
+    records[1]["prompt"] = [0, 1]
+    # L = 1 token before the current one; the round emits len(emitted) tokens.
+    end = 1 + len(records[2]["emitted"])  # type: ignore[arg-type]
+    cache = {"target_before": 1, "target_after": end, "draft_before": 1, "draft_fed": 1,
+             "draft_after": end}
+    records[2]["cache"] = cache
+    trace = read_trace(_write(tmp_path, records))
+    assert {c.name: c.verdict for c in check_trace(trace).checks}["tree-rewind"] is Verdict.PASS
+    cache[key] = value if key != "target_after" else end + (value - 3)
+    report = check_trace(read_trace(_write(tmp_path, records)))
+    rewind = {c.name: c for c in report.checks}["tree-rewind"]
+    assert rewind.verdict is Verdict.FAIL and "tree round 0 (line 3)" in rewind.detail
