@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
@@ -25,22 +26,29 @@ TREE_CHECKS = ("tree-replay", "tree-fresh", "tree-support", "tree-acceptance", "
 
 
 @pytest.fixture(scope="module")
-def pair() -> object:
+def pair() -> Any:
     return load_pair()
 
 
 @pytest.mark.parametrize("scheme", list(TreeScheme))
-def test_tree_generator_conforms(pair: object, scheme: TreeScheme, tmp_path: Path) -> None:
+def test_tree_generator_conforms(pair: Any, scheme: TreeScheme, tmp_path: Path) -> None:
     """The unmodified TreeSpeculativeGenerator at T = 0.7 passes every tree check."""
-    generator = TreeSpeculativeGenerator(pair.target, pair.drafter,  # type: ignore[attr-defined]
+    generator = TreeSpeculativeGenerator(pair.target, pair.drafter,
                                          SamplerConfig(temperature=0.7), width=2, depth=2,
                                          scheme=scheme)
-    prompt = [int(t) for t in pair.tokenizer.encode("ROMEO:\n")]  # type: ignore[attr-defined]
+    prompt = [int(t) for t in pair.tokenizer.encode("ROMEO:\n")]
     stream = io.StringIO()
     tokens = trace_tree_generator(generator, prompt, 40, stream, seed=3)
     assert len(tokens) == 40
     path = tmp_path / "tree.jsonl"
     path.write_text(stream.getvalue())
+    import importlib
+
+    jsonschema: Any = importlib.import_module("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[1] / "spec"
+                         / "trace_format.schema.json").read_text())
+    for line in stream.getvalue().splitlines():
+        jsonschema.validate(json.loads(line), schema)
     trace = read_trace(path)
     assert trace.tree_rounds and trace.version == 2
     report = check_trace(trace)
@@ -91,11 +99,11 @@ def test_tree_law_rejects_top_n_verified_with_q_without_uniforms() -> None:
     assert {c.name: c.verdict for c in correct.checks}["tree-law"] is Verdict.PASS
 
 
-def _trace_lines(text: str) -> list[dict[str, object]]:
+def _trace_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-def _write(tmp_path: Path, records: list[dict[str, object]]) -> Path:
+def _write(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
@@ -126,8 +134,8 @@ def test_without_replacement_acceptance_given_siblings_by_enumeration(tmp_path: 
     of 12), the given-siblings acceptance equals a direct count of accepting outcomes."""
     text = run_tree_engine(None, 1, scheme=TreeScheme.WITHOUT_REPLACEMENT, width=2, depth=1)
     record = _trace_lines(text)
-    p = np.array(record[2]["target"]["probs"][0], dtype=np.float64)  # type: ignore[index]
-    q = np.array(record[2]["draft"]["probs"][0], dtype=np.float64)  # type: ignore[index]
+    p = np.array(record[2]["target"]["probs"][0], dtype=np.float64)
+    q = np.array(record[2]["draft"]["probs"][0], dtype=np.float64)
     total_formula, total_direct = 0.0, 0.0
     for a in range(12):
         for b in range(12):
@@ -150,7 +158,7 @@ def test_without_replacement_acceptance_given_siblings_by_enumeration(tmp_path: 
     assert total_formula == pytest.approx(total_direct, abs=1e-6)
 
 
-def _one_round(tmp_path: Path) -> list[dict[str, object]]:
+def _one_round(tmp_path: Path) -> list[dict[str, Any]]:
     return _trace_lines(run_tree_engine(None, 1, width=2, depth=2))
 
 
@@ -163,9 +171,9 @@ def _one_round(tmp_path: Path) -> list[dict[str, object]]:
     (lambda r: r.update(uniforms={"accept": [0.5] * 6, "sample": [0.5]}), "uniforms.sample"),
     (lambda r: r["target"].update(probs=r["target"]["probs"][:-1]), "target"),
 ])
-def test_reader_names_the_bad_tree_field(tmp_path: Path, change: object, field: str) -> None:
+def test_reader_names_the_bad_tree_field(tmp_path: Path, change: Any, field: str) -> None:
     records = _one_round(tmp_path)
-    change(records[2])  # type: ignore[operator]
+    change(records[2])
     with pytest.raises(TraceError) as error:
         read_trace(_write(tmp_path, records))
     assert error.value.field == field and error.value.line == 3
@@ -219,7 +227,7 @@ def test_tree_rewind_fails_an_offset_off_the_invariant(
     records = _trace_lines(run_tree_engine(None, 1, width=2, depth=1))
     records[1]["prompt"] = [0, 1]
     # L = 1 token before the current one; the round emits len(emitted) tokens.
-    end = 1 + len(records[2]["emitted"])  # type: ignore[arg-type]
+    end = 1 + len(records[2]["emitted"])
     cache = {"target_before": 1, "target_after": end, "draft_before": 1, "draft_fed": 1,
              "draft_after": end}
     records[2]["cache"] = cache
