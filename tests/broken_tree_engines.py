@@ -202,17 +202,23 @@ def check_text(text: str) -> ConformanceReport:
         os.unlink(handle.name)
 
 
-def detection_round(case: TreeEngineCase, seed: int, most: int) -> int | None:
-    """The fewest rounds after which a check in `case.caught_by` fails; None within `most`.
+def detection_round(
+    case: TreeEngineCase, seed: int, most: int, *, record_uniforms: bool = True,
+    checks: tuple[str, ...] | None = None,
+) -> int | None:
+    """The fewest rounds after which one of `checks` (default `case.caught_by`) fails;
+    None within `most`.
 
-    Found by bisection over the trace's prefixes: each of these checks, once failed, stays
-    failed as rounds are added (a divergence or violation stays; re-reads only grow)."""
-    lines = run_tree_engine(case, most, seed=seed).splitlines(keepends=True)
+    Found by bisection over the trace's prefixes: the zero-tolerance checks, once failed,
+    stay failed as rounds are added (a divergence or violation stays; re-reads only grow);
+    for a statistical check it is the first prefix the bisection finds failing."""
+    lines = run_tree_engine(case, most, seed=seed,
+                            record_uniforms=record_uniforms).splitlines(keepends=True)
+    names = checks or case.caught_by
 
     def caught(rounds: int) -> bool:
         report = check_text("".join(lines[: 2 + rounds]))
-        return any(c.verdict is Verdict.FAIL and c.name in case.caught_by
-                   for c in report.checks)
+        return any(c.verdict is Verdict.FAIL and c.name in names for c in report.checks)
 
     if not caught(most):
         return None
@@ -229,9 +235,9 @@ def _main() -> None:
     print(f"Synthetic context laws over a vocabulary of {VOCAB} (tests/broken_tree_engines.py),"
           f" every trace with its uniforms; alpha = 1e-4 per check. Rounds to detection: the "
           f"fewest rounds after which a listed check fails, over seeds 0 to {seeds - 1}.\n")
-    print("| bug | scheme | tree | checks that fail (at the CI's rounds, seed 0) | "
-          "rounds to detection: median, max | correct engine, same tree and rounds |")
-    print("|---|---|---|---|---|---|")
+    print("| bug | scheme | tree | CI's rounds | checks that fail (at the CI's rounds, seed 0) "
+          "| rounds to detection: median, max | correct engine, same tree and rounds |")
+    print("|---|---|---|---|---|---|---|")
     for case in TREE_BUGS:
         report = check_text(run_tree_engine(case, case.rounds))
         failed = [c.name for c in report.checks if c.verdict is Verdict.FAIL]
@@ -241,9 +247,23 @@ def _main() -> None:
                                              width=case.width, depth=case.depth,
                                              grid=case.grid, sharpness=case.sharpness))
         print(f"| {case.bug} | {case.scheme.value} | {case.width}x{case.depth} | "
-              f"{', '.join(failed) or 'none'} | {int(np.median(caught))}, {max(caught)}"
+              f"{case.rounds} | {', '.join(failed) or 'none'} | "
+              f"{int(np.median(caught))}, {max(caught)}"
               f"{f' ({seeds - len(caught)} seeds not caught)' if len(caught) < seeds else ''}"
               f" | {'conforms' if correct.passed else 'DOES NOT CONFORM'} |")
+        sys.stdout.flush()
+    case = next(c for c in TREE_BUGS if c.bug == "top-n-verified-with-q")
+    print(f"\nWithout uniforms (replay and fresh do not run): {case.bug}, rounds to detection "
+          f"by each statistical check alone, seeds 0 to {seeds - 1} (at most 400 rounds; found "
+          "by bisection over the prefixes, so a failing prefix, not always the first).\n")
+    print("| check | rounds to detection: median, max | CI's rounds (seed 0) |")
+    print("|---|---|---|")
+    for check, ci_rounds in (("tree-acceptance", 40), ("tree-law", 200)):
+        found = [detection_round(case, seed, 400, record_uniforms=False, checks=(check,))
+                 for seed in range(seeds)]
+        caught = [r for r in found if r is not None]
+        missed = f" ({seeds - len(caught)} seeds not caught)" if len(caught) < seeds else ""
+        print(f"| {check} | {int(np.median(caught))}, {max(caught)}{missed} | {ci_rounds} |")
         sys.stdout.flush()
 
 
