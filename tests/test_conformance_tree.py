@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,8 +200,6 @@ def test_writer_refuses_what_the_reader_refuses() -> None:
 
 def test_the_format_pages_tree_example_is_read_and_replays(tmp_path: Path) -> None:
     """The tree round of spec/trace_format.md's example: read, and every run check passes."""
-    import re
-
     page = (Path(__file__).resolve().parents[1] / "spec" / "trace_format.md").read_text()
     block = re.findall(r"```json\n(.*?)```", page, re.DOTALL)[-1]
     records: list[str] = []
@@ -237,3 +236,35 @@ def test_tree_rewind_fails_an_offset_off_the_invariant(
     report = check_trace(read_trace(_write(tmp_path, records)))
     rewind = {c.name: c for c in report.checks}["tree-rewind"]
     assert rewind.verdict is Verdict.FAIL and "tree round 0 (line 3)" in rewind.detail
+
+
+def test_conform_records_and_checks_a_tree_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`specaccept conform --record specaccept --tree WxD`: the tree checks, all passing."""
+    from specaccept.cli import main
+
+    path = tmp_path / "tree.jsonl"
+    assert main(["conform", str(path), "--record", "specaccept", "--tree", "2x2",
+                 "--tree-scheme", "without-replacement", "--temp", "0.7", "-n", "24"]) == 0
+    out = capsys.readouterr().out
+    for name in TREE_CHECKS:
+        assert re.search(rf"^{name} +PASS ", out, re.M), out
+    assert re.search(r"^verdict: CONFORMS$", out, re.M), out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--tree", "2x2"], "--tree needs --record specaccept"),
+    (["--tree", "2x2", "--record", "mlx-lm"], "it needs --record specaccept, got --record "
+     "mlx-lm"),
+])
+def test_conform_refuses_a_tree_without_this_librarys_recorder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    from specaccept.cli import main
+
+    with pytest.raises(SystemExit) as exit_status:
+        main(["conform", str(tmp_path / "t.jsonl"), *argv])
+    assert exit_status.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
