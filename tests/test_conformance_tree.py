@@ -268,3 +268,23 @@ def test_conform_refuses_a_tree_without_this_librarys_recorder(
     assert exit_status.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_a_tree_run_ending_with_the_target_alone_writes_a_chain_round(
+    pair: Any, tmp_path: Path
+) -> None:
+    """Seed 2 of a 5-token 2x2 run leaves one token for the target alone: that round is a
+    chain round with no drafts (its accept uniform null), read and replayed with the rest."""
+    generator = TreeSpeculativeGenerator(pair.target, pair.drafter,
+                                         SamplerConfig(temperature=0.7), width=2, depth=2)
+    prompt = [int(t) for t in pair.tokenizer.encode("ROMEO:\n")]
+    stream = io.StringIO()
+    trace_tree_generator(generator, prompt, 5, stream, seed=2)
+    trace = read_trace(_write(tmp_path, _trace_lines(stream.getvalue())))
+    (last,) = trace.rounds
+    assert last.k == 0 and last.index == len(trace.tree_rounds)
+    assert last.uniforms is not None and np.isnan(last.uniforms[0, 0])
+    report = check_trace(trace)
+    verdicts = {c.name: c.verdict for c in report.checks}
+    assert verdicts["replay"] is Verdict.PASS and verdicts["tree-replay"] is Verdict.PASS
+    assert report.passed

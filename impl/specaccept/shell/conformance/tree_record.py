@@ -51,7 +51,7 @@ def trace_tree_generator(
         target = _block(np.array(seen.target_probs))
         if not seen.parents:
             run.write_round(rule="stochastic", draft_tokens=[], emitted=seen.emitted,
-                            target=target, uniforms=[[0.0, seen.sample_uniforms[0]]],
+                            target=target, uniforms=[[None, seen.sample_uniforms[0]]],
                             cache=cache, stopped=seen.stopped)
             return
         assert seen.draft_probs is not None and seen.draft_offset_before is not None
