@@ -91,7 +91,7 @@ _CACHE_V1 = ("target_before", "target_after", "draft_before", "draft_fed", "draf
 _CACHE_V2 = (*_CACHE_V1, "target_fed", "target_rewind", "draft_rewind")
 _REWINDS = ("eager", "lazy")
 TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
-"""The scheme ids of a tree round: how the siblings under a node were drafted."""
+"""The scheme ids of a tree round, which say how the siblings under a node were drafted."""
 _TREE_CACHE = _CACHE_V1
 
 

@@ -842,7 +842,7 @@ class TreeRound:
     position: int
     """Tokens the run emitted before the round."""
     scheme: str
-    """How siblings were drafted: one of `TREE_SCHEMES`."""
+    """How siblings were drafted, one of `TREE_SCHEMES`."""
     parents: tuple[int, ...]
     """Node i's parent, -1 for the root; parents come before their children."""
     node_tokens: tuple[int, ...]
@@ -874,7 +874,7 @@ class TreeRound:
 
     @property
     def path_rows(self) -> tuple[int, ...]:
-        """The rows that decided a token: the root, then each accepted node's row."""
+        """The root's row, then each accepted node's row (the rows that decided a token)."""
         return (0, *(node + 1 for node in self.path))
 
     @property
