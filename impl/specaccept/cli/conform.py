@@ -47,7 +47,8 @@ def add_parser(commands: Any) -> None:
         "conform", help="check an engine's trace against the spec (six checks)",
         description="Check a speculative-decoding trace (spec/trace_format.md): replay, "
         "support, acceptance, law and rewind, each with its statistic, threshold, verdict "
-        "and power against the known bug classes.",
+        "and power against the known bug classes; a trace's tree rounds get the same checks "
+        "made for trees.",
     )
     conform.add_argument("trace", help="the trace, .jsonl or .jsonl.gz")
     conform.add_argument("--alpha", type=_alpha, default=1e-4,
