@@ -165,6 +165,8 @@ def _one_round(tmp_path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("change", "field"), [
     (lambda r: r.update(path=[2]), "path[0]"),
+    (lambda r: r.update(path=[0, 99]), "path[1]"),
+    (lambda r: r.pop("path"), "path"),
     (lambda r: r.update(scheme="beam"), "scheme"),
     (lambda r: r.update(parents=[-1, -1, 2, 0, 1, 1]), "parents[2]"),
     (lambda r: r.pop("draft"), "draft"),

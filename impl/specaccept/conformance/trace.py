@@ -951,11 +951,15 @@ def _tree_round(reader: _Reader, record: dict[str, Any], line: int) -> TreeRound
                 raise TraceError(line, "node_tokens", f"the children {kids} of row {row} repeat "
                                  f"a token ({siblings}); the {scheme} scheme drafts distinct "
                                  "siblings")
-    path = _tokens(record, "path", line, size) if "path" in record else None
-    if path is None:
-        raise TraceError(line, "path", "is missing: the accepted nodes from the root down")
+    path = record.get("path")
+    if not isinstance(path, list):
+        raise TraceError(line, "path", f"must be the accepted nodes from the root down (a list "
+                         f"of node ids), got {_brief(path)}")
     row = 0
     for d, node in enumerate(path):
+        if not _is_int(node) or not 0 <= node < size:
+            raise TraceError(line, f"path[{d}]", f"must be a node id in [0, {size}), got "
+                             f"{_brief(node)}")
         if node not in children[row]:
             raise TraceError(line, f"path[{d}]", f"node {node} is not a child of "
                              f"{'the root' if row == 0 else f'node {row - 1}'}")
