@@ -803,7 +803,7 @@ class RunWriter:
                                       "its path)")
         if uniforms is not None:
             if not isinstance(uniforms, Mapping) or set(uniforms) != {"accept", "sample"}:
-                raise _fail("uniforms", "be a mapping of exactly 'accept' and 'sample'",
+                raise _fail("uniforms", "be a mapping of 'accept' and 'sample' alone",
                             uniforms)
             record["uniforms"] = {}
             for key, length in (("accept", size), ("sample", max(depths) + 1)):

@@ -77,7 +77,7 @@ def _top_n_case() -> TreeEngineCase:
 
 
 def test_tree_acceptance_rejects_top_n_verified_with_q_without_uniforms() -> None:
-    """Without uniforms replay cannot run; the acceptance z still rejects the engine that
+    """Without uniforms replay does not run; the acceptance z still rejects the engine that
     tests top-n candidates with min(1, p/q), and passes the correct deterministic engine."""
     case = _top_n_case()
     report = check_text(run_tree_engine(case, 40, record_uniforms=False))

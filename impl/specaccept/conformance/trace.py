@@ -904,7 +904,7 @@ def _tree_parents(record: Mapping[str, Any], line: int) -> tuple[list[int], list
 def _tree_uniforms(value: object, line: int, size: int, depth: int) -> tuple[np.ndarray,
                                                                              np.ndarray]:
     if not isinstance(value, dict) or set(value) != {"accept", "sample"}:
-        raise TraceError(line, "uniforms", "must be an object with exactly 'accept' ([N]) and "
+        raise TraceError(line, "uniforms", "must be an object of two fields, 'accept' ([N]) and "
                          f"'sample' ([D+1]), got {_brief(value)}")
     out = []
     for key, length in (("accept", size), ("sample", depth + 1)):

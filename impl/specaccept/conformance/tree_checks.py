@@ -3,7 +3,7 @@
 A tree round drafts a tree and `verify_tree` keeps one root path of it. Each check here is
 the chain check's counterpart, read off the tree: replay redoes `verify_tree` on the
 recorded uniforms; fresh counts uniforms read twice; support looks for tokens and
-rejections the scheme cannot produce; acceptance scores each *tested row* (a row of the
+rejections of probability 0 under the scheme; acceptance scores each *tested row* (a row of the
 accepted path that has children: did it accept one?) against the scheme's acceptance
 probability; law runs the randomised PIT of every emitted token against p at its row;
 rewind checks the cache offsets. ``docs/conformance.md`` ("Tree engines") says what each
