@@ -52,6 +52,8 @@ RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
 CONFORMANCE_POSITIONS = "impl/specaccept/conformance/positions.py"
 TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
+TREE_CHECKS = "impl/specaccept/conformance/tree_checks.py"
+TREE_CONFORMANCE_TESTS = "tests/test_conformance_tree.py"
 
 
 @dataclass(frozen=True)
@@ -1164,5 +1166,75 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_conformance.py::"
             "test_each_broken_engine_is_caught_within_its_stated_rounds",
         ), scope="read_cells"
+    ),
+    # --- the conformance kit's tree checks ----------------------------------------------
+    mutant(
+        "tree-replay-verifies-every-scheme-as-iid", TREE_CHECKS,
+        "nodes, token = _verify(round_, TreeScheme(round_.scheme))",
+        "nodes, token = _verify(round_, TreeScheme.IID)",
+        "the tree replay decides every round with the i.i.d. rule: it passes siblings drafted "
+        "without replacement, or top-n, verified with p/q",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
+        scope="check_tree_replay",
+    ),
+    mutant(
+        "tree-fresh-ignores-rereads-within-a-round", TREE_CHECKS,
+        "            if value in earlier:\n",
+        "            if value in earlier and earlier[value] is not round_:\n",
+        "the tree fresh check compares a round's uniforms with earlier rounds' only: an accept "
+        "coin reused for the round's own draw passes",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
+        scope="check_tree_fresh",
+    ),
+    mutant(
+        "tree-support-admits-p-zero", TREE_CHECKS,
+        "if round_.target_rows[rows[d]][token] <= 0:",
+        "if round_.target_rows[rows[d]][token] < 0:",
+        "the tree support check never sees a token the target gives no mass",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
+        scope="_support_violation",
+    ),
+    mutant(
+        "tree-acceptance-iid-against-p", TREE_CHECKS,
+        "miss *= 1.0 - float(np.minimum(r, q).sum())",
+        "miss *= 1.0 - float(np.minimum(p, q).sum())",
+        "the i.i.d. closed form with every sibling tested against p, not the residual",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
+                     "test_node_acceptance_matches_the_core_closed_forms",),
+        scope="node_acceptance",
+    ),
+    mutant(
+        "tree-acceptance-one-sided", TREE_CHECKS,
+        "failed = abs(z) > critical or impossible > 0",
+        "failed = z < -critical or impossible > 0",
+        "the tree acceptance z tested one-sided: an engine accepting too often passes",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
+                     "test_tree_acceptance_rejects_top_n_verified_with_q_without_uniforms",),
+        scope="check_tree_acceptance",
+    ),
+    mutant(
+        "tree-law-pit-ignores-the-token", TREE_CHECKS,
+        "u[j] = lo[item.token] + jitter[j] * width[item.token]",
+        "u[j] = jitter[j]",
+        "the tree law's PIT reads its jitter alone: every law passes",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
+                     "test_tree_law_rejects_top_n_verified_with_q_without_uniforms",),
+        scope="check_tree_law",
+    ),
+    mutant(
+        "tree-rewind-allows-a-longer-target-cache", TREE_CHECKS,
+        "if after is not None and after != end:",
+        "if after is not None and after < end:",
+        "the tree rewind check passes a target cache that kept rejected entries",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
+                     "test_tree_rewind_fails_an_offset_off_the_invariant",),
+        scope="_rewind_problems",
     ),
 )

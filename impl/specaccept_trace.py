@@ -48,6 +48,7 @@ __all__ = [
     "PROBABILITY_SUM_TOLERANCE",
     "RULE_IDS",
     "SAMPLER_DEFAULTS",
+    "TREE_SCHEMES",
     "VERSIONS",
     "RunWriter",
     "TraceWriteError",
@@ -89,6 +90,9 @@ _RUN_ID = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 _CACHE_V1 = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
 _CACHE_V2 = (*_CACHE_V1, "target_fed", "target_rewind", "draft_rewind")
 _REWINDS = ("eager", "lazy")
+TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
+"""The scheme ids of a tree round, which say how the siblings under a node were drafted."""
+_TREE_CACHE = _CACHE_V1
 
 
 class TraceWriteError(ValueError):
@@ -692,6 +696,152 @@ class RunWriter:
         trace._write_line(record)
         self.rounds += 1
         self.position += len(tokens)
+
+    # --- tree rounds ---------------------------------------------------------------------
+
+    def write_tree_round(
+        self, *, scheme: str | enum.Enum, parents: Iterable[int], node_tokens: Iterable[int],
+        target: Mapping[str, Any], path: Iterable[int], emitted: Iterable[int],
+        draft: Mapping[str, Any] | None = None,
+        uniforms: Mapping[str, Iterable[SupportsFloat]] | None = None,
+        cache: Mapping[str, int] | None = None, stopped: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Validate one tree round (version 2) and write it as a ``tree-round`` line.
+
+        Rows are indexed as ``verify_tree`` indexes them: row 0 is the root (the round's
+        context), row i + 1 is node i.
+
+        Args:
+            scheme: how siblings were drafted, one of `TREE_SCHEMES` (or an enum whose
+                value is one).
+            parents: node i's parent, -1 for the root; a parent comes before its children.
+            node_tokens: node i's token; distinct among siblings unless the scheme is iid.
+            target: the target's law at every row, N + 1 rows.
+            path: the accepted nodes from the root down, each a child of the one before.
+            emitted: the path's tokens and the token after it (a non-empty prefix of those
+                when `stopped`).
+            draft: the drafter's law at each row that has children, in row order: the
+                law those children were drafted from. Required unless the scheme is
+                deterministic.
+            uniforms: ``{"accept": N numbers, "sample": D + 1 numbers}`` in [0, 1), in
+                ``verify_tree``'s layout (D the tree's depth).
+            cache: offsets ``target_before`` (required), ``target_after``,
+                ``draft_before`` with ``draft_fed``, ``draft_after``.
+            stopped: the engine cut the emission (end of sequence, token budget).
+            extra: engine diagnostics for the round, ignored by readers.
+        """
+        trace, vocab = self.trace, self.trace.vocab_size
+        if trace.version != 2:
+            raise TraceWriteError("write_tree_round: tree rounds are a version 2 record; this "
+                                  "trace is version 1")
+        scheme_id = scheme.value if isinstance(scheme, enum.Enum) else scheme
+        if scheme_id not in TREE_SCHEMES:
+            raise _fail("scheme", f"be one of {TREE_SCHEMES}", scheme)
+        if isinstance(parents, str | bytes | Mapping) or not isinstance(parents, Iterable):
+            raise _fail("parents", "be a sequence of ints", parents)
+        parent_list = list(parents)
+        if not parent_list:
+            raise _fail("parents", "name at least one node", parent_list)
+        children: list[list[int]] = [[] for _ in range(len(parent_list) + 1)]
+        depths = [0]
+        for i, parent in enumerate(parent_list):
+            number = _integer(f"parents[{i}]", parent, -1, max(i - 1, -1))
+            parent_list[i] = number
+            children[number + 1].append(i)
+            depths.append(depths[number + 1] + 1)
+        size = len(parent_list)
+        tokens = _tokens("node_tokens", node_tokens, vocab)
+        if len(tokens) != size:
+            raise TraceWriteError(f"node_tokens must hold one token per node ({size}), got "
+                                  f"{len(tokens)}")
+        if scheme_id != "iid":
+            for row, kids in enumerate(children):
+                siblings = [tokens[c] for c in kids]
+                if len(set(siblings)) != len(siblings):
+                    raise TraceWriteError(f"node_tokens: the children {kids} of row {row} "
+                                          f"repeat a token ({siblings}); the {scheme_id} "
+                                          "scheme drafts distinct siblings")
+        nodes = _tokens("path", path, size)
+        row = 0
+        for d, node in enumerate(nodes):
+            if node not in children[row]:
+                raise TraceWriteError(f"path[{d}] = {node} is not a child of row {row}")
+            row = node + 1
+        if not isinstance(stopped, bool):
+            raise _fail("stopped", "be a bool", stopped)
+        out = _tokens("emitted", emitted, vocab)
+        full = [*(tokens[n] for n in nodes), None]
+        if not (len(out) == len(full) or (stopped and 1 <= len(out) <= len(full))):
+            raise TraceWriteError(f"emitted must hold the {len(nodes)} path tokens and the next "
+                                  f"token, got {len(out)} tokens: {_brief(out)}")
+        if out[: len(nodes)] != full[: min(len(out), len(nodes))]:
+            raise TraceWriteError(f"emitted must start with the path's tokens "
+                                  f"{full[:-1]}, got {out}")
+        record: dict[str, Any] = {
+            "record": "tree-round", "run": self.run_id, "round": self.rounds,
+            "position": self.position, "scheme": scheme_id, "parents": parent_list,
+            "node_tokens": tokens, "path": nodes, "emitted": out,
+        }
+        kinds = {}
+        kinds["target"], record["target"] = _check_block(
+            "target", target, vocab, size + 1, size + 1,
+            f"a tree of {size} nodes (the root and one row per node)", trace.check_values)
+        inner = sum(1 for kids in children if kids)
+        if draft is not None:
+            kinds["draft"], record["draft"] = _check_block(
+                "draft", draft, vocab, inner, inner,
+                f"a tree with {inner} rows that have children", trace.check_values)
+        elif scheme_id != "deterministic":
+            raise TraceWriteError(f"draft is required by the {scheme_id} scheme: the drafter's "
+                                  "law at each row that has children")
+        for role, kind in kinds.items():
+            sampler = self._samplers[role]
+            if kind == "logits" and (sampler is None or _reads_history(sampler)):
+                raise TraceWriteError(f"{role} holds logits, so start_run needs {role}_sampler, "
+                                      "one that reads no history (a tree node's history is "
+                                      "its path)")
+        if uniforms is not None:
+            if not isinstance(uniforms, Mapping) or set(uniforms) != {"accept", "sample"}:
+                raise _fail("uniforms", "be a mapping of 'accept' and 'sample' alone",
+                            uniforms)
+            record["uniforms"] = {}
+            for key, length in (("accept", size), ("sample", max(depths) + 1)):
+                given = uniforms[key]
+                if isinstance(given, str | bytes | Mapping) or not isinstance(given, Iterable):
+                    raise _fail(f"uniforms[{key!r}]", f"be {length} numbers", given)
+                values = [_real(f"uniforms[{key!r}][{i}]", v) for i, v in enumerate(given)]
+                if len(values) != length:
+                    raise _fail(f"uniforms[{key!r}]", f"hold {length} numbers", values)
+                for i, value in enumerate(values):
+                    single = struct.unpack("<f", struct.pack("<f", value))[0]
+                    if not 0.0 <= single < 1.0:
+                        raise _fail(f"uniforms[{key!r}][{i}]", "lie in [0, 1) as float32",
+                                    value)
+                record["uniforms"][key] = values
+        if cache is not None:
+            if not isinstance(cache, Mapping):
+                raise _fail("cache", "be a mapping of offsets", cache)
+            for key in cache:
+                if key not in _TREE_CACHE:
+                    raise _fail("cache", f"hold only {_TREE_CACHE}", key)
+            if "target_before" not in cache:
+                raise _fail("cache", "hold target_before", dict(cache))
+            if ("draft_before" in cache) != ("draft_fed" in cache):
+                raise _fail("cache", "hold draft_before and draft_fed together, or neither",
+                            dict(cache))
+            if not self._has_length:
+                raise TraceWriteError("cache offsets need the prompt's length: pass prompt or "
+                                      "prompt_length to start_run")
+            record["cache"] = {key: _integer(f"cache[{key!r}]", value, 0, 2**63 - 1)
+                               for key, value in cache.items()}
+        if stopped:
+            record["stopped"] = True
+        if extra is not None:
+            record["extra"] = _json_object("extra", extra)
+        trace._write_line(record)
+        self.rounds += 1
+        self.position += len(out)
 
     def _uniforms(
         self, uniforms: Iterable[Iterable[SupportsFloat | None]], k: int

@@ -19,11 +19,13 @@ from specaccept.cli.options import (
     add_model_arguments,
     add_run_arguments,
     add_sampler_arguments,
+    add_tree_arguments,
     blas_in_use,
     encode_prompt,
     mlx_version,
     print_invocation,
     sampler_config,
+    tree_options,
 )
 
 __all__ = ["add_parser", "run"]
@@ -45,7 +47,8 @@ def add_parser(commands: Any) -> None:
         "conform", help="check an engine's trace against the spec (six checks)",
         description="Check a speculative-decoding trace (spec/trace_format.md): replay, "
         "support, acceptance, law and rewind, each with its statistic, threshold, verdict "
-        "and power against the known bug classes.",
+        "and power against the known bug classes; a trace's tree rounds get the same checks "
+        "made for trees.",
     )
     conform.add_argument("trace", help="the trace, .jsonl or .jsonl.gz")
     conform.add_argument("--alpha", type=_alpha, default=1e-4,
@@ -64,6 +67,7 @@ def add_parser(commands: Any) -> None:
     record.add_argument("--time", action="store_true",
                         help="also run the engine untraced first, and report both run times "
                         "beside the time to read and check the trace")
+    add_tree_arguments(conform)
     add_model_arguments(conform)
     add_run_arguments(conform, tokens=200)
     add_sampler_arguments(conform)
@@ -80,9 +84,15 @@ def _record(args: argparse.Namespace) -> dict[str, float]:
     from specaccept.shell.loading import load_pair
 
     config = sampler_config(args)
+    tree = tree_options(args)
+    if tree is not None and args.record != "specaccept":
+        raise ValueError(f"--tree records this library's tree generator: it needs --record "
+                         f"specaccept, got --record {args.record}")
     pair = load_pair(args.model, args.draft_model)
     assert pair.drafter is not None
     prompt = encode_prompt(pair.tokenizer, args.prompt, chat_template=False)
+    if tree is not None:
+        return _record_tree(args, pair, prompt, config, tree)
     if args.record == "mlx-lm" and config != type(config)(
         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
         min_p=config.min_p,
@@ -122,12 +132,52 @@ def _record(args: argparse.Namespace) -> dict[str, float]:
     return times
 
 
+def _write(args: argparse.Namespace, text: str) -> None:
+    try:
+        with open(args.trace, "w", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as error:
+        raise ValueError(f"cannot write the trace {args.trace!r}: {error.strerror}") from None
+
+
+def _record_tree(
+    args: argparse.Namespace, pair: Any, prompt: list[int], config: Any,
+    tree: tuple[int, int, str],
+) -> dict[str, float]:
+    """Run `TreeSpeculativeGenerator` traced (untraced first with --time): tree rounds."""
+    import io
+
+    from specaccept.core.tree import TreeScheme
+    from specaccept.shell.conformance.tree_record import trace_tree_generator
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+    width, depth, scheme = tree
+    generator = TreeSpeculativeGenerator(pair.target, pair.drafter, config, width=width,
+                                         depth=depth, scheme=TreeScheme(scheme))
+    times: dict[str, float] = {}
+    if args.time:
+        start = time.perf_counter()
+        for _ in generator.generate(prompt, args.max_tokens, seed=args.seed):
+            pass
+        times["untraced run"] = time.perf_counter() - start
+    buffer = io.StringIO()
+    start = time.perf_counter()
+    tokens = trace_tree_generator(generator, prompt, args.max_tokens, buffer, seed=args.seed)
+    times["traced run"] = time.perf_counter() - start
+    _write(args, buffer.getvalue())
+    print(f"recorded specaccept --tree {width}x{depth} ({scheme}): {len(tokens)} tokens -> "
+          f"{args.trace}", file=sys.stderr)
+    return times
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the trace (recording it first with --record); print the report."""
     from specaccept.conformance import check_trace, read_trace
 
     if args.time and not args.record:
         raise ValueError("--time needs --record: it times the engine's run")
+    if args.tree is not None and not args.record:
+        raise ValueError("--tree needs --record specaccept: it says which engine to record")
     times = _record(args) if args.record else {}
     start = time.perf_counter()
     try:

@@ -19,6 +19,7 @@ from specaccept.conformance.report import CheckResult, ConformanceReport
 from specaccept.conformance.rewind import check_rewind
 from specaccept.conformance.support import check_support, support_power
 from specaccept.conformance.trace import Trace
+from specaccept.conformance.tree_checks import check_tree_rounds
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = ["DEFAULT_ALPHA", "check_trace"]
@@ -57,7 +58,8 @@ def check_trace(
     trace: Trace, *, alpha: float = DEFAULT_ALPHA,
     progress: Callable[[str], None] | None = None,
 ) -> ConformanceReport:
-    """Run the six checks on a parsed trace.
+    """Run the six checks on a parsed trace's chain rounds, and the six tree checks on its
+    tree rounds (a trace of tree rounds alone gets the tree checks alone).
 
     Args:
         trace: from `read_trace`.
@@ -77,12 +79,19 @@ def check_trace(
         ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
         ("rewind", lambda: check_rewind(trace)),
     )
-    for label, run in runs:
-        if progress is not None:
-            progress(label)
-        checks.append(run())
+    if trace.rounds or not trace.tree_rounds:
+        for label, run in runs:
+            if progress is not None:
+                progress(label)
+            checks.append(run())
+    # Tree rounds: their own six checks (tree_checks.py), after the chain's.
+    if trace.tree_rounds and progress is not None:
+        progress("tree checks")
+    checks += check_tree_rounds(trace, alpha)
+    tree_tested = sum(1 for r in trace.tree_rounds for row in r.path_rows if r.children[row])
     return ConformanceReport(
-        rounds=len(trace.rounds),
-        positions_tested=sum(1 for pos in positions if pos.tested),
-        tokens=len(positions), alpha=alpha, checks=checks, truncated=trace.truncated,
+        rounds=trace.round_count,
+        positions_tested=sum(1 for pos in positions if pos.tested) + tree_tested,
+        tokens=len(positions) + sum(len(r.emitted) for r in trace.tree_rounds), alpha=alpha,
+        checks=checks, truncated=trace.truncated,
     )

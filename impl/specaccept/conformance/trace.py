@@ -41,6 +41,7 @@ __all__ = [
     "Run",
     "Trace",
     "TraceError",
+    "TreeRound",
     "read_trace",
     "sampler_from_json",
 ]
@@ -162,6 +163,13 @@ class Trace:
     """Every run by id, in the order they were opened (one, id "", in version 1)."""
     rounds: list[Round] = field(default_factory=list)
     truncated: str | None = None
+    tree_rounds: list[TreeRound] = field(default_factory=list)
+    """The tree rounds of every run in file order (version 2's ``tree-round`` records)."""
+
+    @property
+    def round_count(self) -> int:
+        """Chain and tree rounds together."""
+        return len(self.rounds) + len(self.tree_rounds)
     """Why reading stopped before the end of the file; None when it read to the end."""
 
 
@@ -502,6 +510,9 @@ class _Reader:
                     raise TraceError(line, key, "is a version 2 field, in a version 1 trace")
             self.trace.rounds.append(self.round(record, line, self.open[""]))
             return
+        if record.get("record") == TREE_ROUND_RECORD:
+            self.trace.tree_rounds.append(_tree_round(self, record, line))
+            return
         if "record" in record:
             if record["record"] != "run":
                 raise TraceError(line, "record", f"must be 'run' (a run record), got "
@@ -769,7 +780,7 @@ def read_trace(path: str | Path) -> Trace:
     reader: _Reader | None = None
     for number, raw, complete in lines:
         last = number == lines[-1][0]
-        cut = last and not complete and reader is not None and bool(reader.trace.rounds)
+        cut = last and not complete and reader is not None and bool(reader.trace.round_count)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -781,11 +792,12 @@ def read_trace(path: str | Path) -> Trace:
         try:
             record = _parse(text)
         except ValueError as error:
-            if cut or (last and reader is not None and reader.trace.rounds and not text.strip()):
+            if cut or (last and reader is not None and reader.trace.round_count
+                       and not text.strip()):
                 assert reader is not None
                 reader.trace.truncated = (
                     f"line {number} is an incomplete JSON record ({error}); "
-                    f"the {len(reader.trace.rounds)} rounds before it were checked"
+                    f"the {reader.trace.round_count} rounds before it were checked"
                 )
                 return reader.trace
             raise TraceError(number, "record", f"is not valid JSON: {error}") from None
@@ -796,6 +808,235 @@ def read_trace(path: str | Path) -> Trace:
             continue
         reader.record(record, number)
     assert reader is not None
-    if not reader.trace.rounds:
+    if not reader.trace.round_count:
         raise TraceError(2, "round", "the trace has a header and no round: nothing to check")
     return reader.trace
+
+
+# --- tree rounds (version 2) -----------------------------------------------------------------
+# A tree speculation round: its drafts form a tree and `verify_tree` keeps one root path. Its
+# own record kind, so that chain rounds, and everything read from them, are untouched.
+
+TREE_ROUND_RECORD = "tree-round"
+"""The ``record`` value of a tree round."""
+TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
+"""The scheme ids of a tree round, `TreeScheme`'s values."""
+_TREE_KEYS = frozenset({
+    "record", "run", "round", "position", "scheme", "parents", "node_tokens", "target", "draft",
+    "path", "emitted", "uniforms", "cache", "stopped", "extra",
+})
+_TREE_CACHE_KEYS = ("target_before", "target_after", "draft_before", "draft_fed", "draft_after")
+
+
+@dataclass(frozen=True)
+class TreeRound:
+    """One validated tree round; rows are float32 probabilities.
+
+    Rows are indexed as `verify_tree` indexes them: row 0 is the root (the round's context),
+    row i + 1 is node i.
+    """
+
+    index: int
+    """The round's number in its run, counted with the run's chain rounds, from 0."""
+    line: int
+    position: int
+    """Tokens the run emitted before the round."""
+    scheme: str
+    """How siblings were drafted, one of `TREE_SCHEMES`."""
+    parents: tuple[int, ...]
+    """Node i's parent, -1 for the root; parents come before their children."""
+    node_tokens: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    """Each row's children in index order."""
+    depths: tuple[int, ...]
+    """Each row's depth (0 the root)."""
+    target_rows: np.ndarray
+    """`[N+1, V]` float32: the target's law at each row."""
+    draft_rows: np.ndarray | None
+    """`[N+1, V]` float32: the law row v's children were drafted from (zero at a leaf);
+    None when not recorded (allowed under the deterministic scheme only)."""
+    path: tuple[int, ...]
+    """The accepted nodes from the root down."""
+    emitted: tuple[int, ...]
+    """The path's tokens and the token after it, or a non-empty prefix of that when stopped."""
+    accept_uniforms: np.ndarray | None
+    """`[N]` float32, node i's accept test; None when not recorded."""
+    sample_uniforms: np.ndarray | None
+    """`[D+1]` float32, the draw after a path of length d; None when not recorded."""
+    cache: dict[str, int] | None
+    stopped: bool
+    run: Run
+
+    @property
+    def depth(self) -> int:
+        """D, the tree's depth."""
+        return max(self.depths)
+
+    @property
+    def path_rows(self) -> tuple[int, ...]:
+        """The root's row, then each accepted node's row (the rows that decided a token)."""
+        return (0, *(node + 1 for node in self.path))
+
+    @property
+    def next_token(self) -> int | None:
+        """The token after the path; None when the emission was cut before it."""
+        return self.emitted[len(self.path)] if len(self.emitted) > len(self.path) else None
+
+
+def _tree_parents(record: Mapping[str, Any], line: int) -> tuple[list[int], list[list[int]],
+                                                                 list[int]]:
+    """(parents, each row's children, each row's depth), validated as `tree_shape` does."""
+    parents = record.get("parents")
+    if not isinstance(parents, list) or not parents:
+        raise TraceError(line, "parents", f"must be a non-empty list of ints, got "
+                         f"{_brief(parents)}")
+    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    depths = [0]
+    for i, parent in enumerate(parents):
+        if not _is_int(parent) or not -1 <= parent < i:
+            raise TraceError(line, f"parents[{i}]", f"must be -1 (the root) or an earlier node "
+                             f"in [0, {i}), got {_brief(parent)}")
+        children[parent + 1].append(i)
+        depths.append(depths[parent + 1] + 1)
+    return list(parents), children, depths
+
+
+def _tree_uniforms(value: object, line: int, size: int, depth: int) -> tuple[np.ndarray,
+                                                                             np.ndarray]:
+    if not isinstance(value, dict) or set(value) != {"accept", "sample"}:
+        raise TraceError(line, "uniforms", "must be an object of two fields, 'accept' ([N]) and "
+                         f"'sample' ([D+1]), got {_brief(value)}")
+    out = []
+    for key, length in (("accept", size), ("sample", depth + 1)):
+        values = _reals(value[key], line, f"uniforms.{key}", length).astype(np.float32)
+        if not ((values >= 0) & (values < 1)).all():
+            i = int(np.flatnonzero(~((values >= 0) & (values < 1)))[0])
+            raise TraceError(line, f"uniforms.{key}[{i}]", f"must lie in [0, 1) (as float32), "
+                             f"got {value[key][i]!r}")
+        out.append(values)
+    return out[0], out[1]
+
+
+def _tree_round(reader: _Reader, record: dict[str, Any], line: int) -> TreeRound:
+    """Validate a ``tree-round`` record (spec/trace_format.md, "Tree rounds")."""
+    unknown = sorted(set(record) - _TREE_KEYS)
+    if unknown:
+        raise TraceError(line, unknown[0], f"is not a tree round field ({sorted(_TREE_KEYS)})")
+    run_id = record.get("run")
+    if not isinstance(run_id, str) or run_id not in reader.open:
+        raise TraceError(line, "run", f"must name a run an earlier line opened, got "
+                         f"{_brief(run_id)}")
+    _extra(record, line)
+    state, vocab = reader.open[run_id], reader.vocab
+    if _int(record, "round", line) != state.rounds:
+        raise TraceError(line, "round", f"must be {state.rounds} (rounds of run {run_id!r} are "
+                         "numbered from 0 in order, chain and tree rounds together)")
+    position = _int(record, "position", line)
+    if position != state.position:
+        raise TraceError(line, "position", f"is {position}, but the previous rounds of run "
+                         f"{run_id!r} emitted {state.position} tokens")
+    scheme = record.get("scheme")
+    if scheme not in TREE_SCHEMES:
+        raise TraceError(line, "scheme", f"must be one of {TREE_SCHEMES}, got {_brief(scheme)}")
+    parents, children, depths = _tree_parents(record, line)
+    size, depth = len(parents), max(depths)
+    tokens = _tokens(record, "node_tokens", line, vocab)
+    if len(tokens) != size:
+        raise TraceError(line, "node_tokens", f"must hold one token per node ({size}), got "
+                         f"{len(tokens)}")
+    if scheme != "iid":
+        for row, kids in enumerate(children):
+            siblings = [tokens[c] for c in kids]
+            if len(set(siblings)) != len(siblings):
+                raise TraceError(line, "node_tokens", f"the children {kids} of row {row} repeat "
+                                 f"a token ({siblings}); the {scheme} scheme drafts distinct "
+                                 "siblings")
+    path = record.get("path")
+    if not isinstance(path, list):
+        raise TraceError(line, "path", f"must be the accepted nodes from the root down (a list "
+                         f"of node ids), got {_brief(path)}")
+    row = 0
+    for d, node in enumerate(path):
+        if not _is_int(node) or not 0 <= node < size:
+            raise TraceError(line, f"path[{d}]", f"must be a node id in [0, {size}), got "
+                             f"{_brief(node)}")
+        if node not in children[row]:
+            raise TraceError(line, f"path[{d}]", f"node {node} is not a child of "
+                             f"{'the root' if row == 0 else f'node {row - 1}'}")
+        row = node + 1
+    stopped = record.get("stopped", False)
+    if not isinstance(stopped, bool):
+        raise TraceError(line, "stopped", f"must be a bool, got {stopped!r}")
+    emitted = _tokens(record, "emitted", line, vocab)
+    path_tokens = [tokens[node] for node in path]
+    full = len(path) + 1
+    if not (len(emitted) == full or (stopped and 1 <= len(emitted) <= full)):
+        raise TraceError(line, "emitted", f"must hold the {len(path)} path tokens and the next "
+                         f"token ({full}){', or a prefix of them' if stopped else ''}, got "
+                         f"{len(emitted)}")
+    if emitted[: len(path)] != path_tokens[: len(emitted)]:
+        raise TraceError(line, "emitted", f"must start with the path's tokens {path_tokens}, "
+                         f"got {emitted}")
+    if "target" not in record:
+        raise TraceError(line, "target", "is missing: a tree round needs the target's rows")
+    kind, rows = _row_block(record["target"], vocab, line, "target", (size + 1, size + 1),
+                            f"a tree of {size} nodes (the root and one row per node)")
+    target = _tree_probabilities(reader, kind, rows, state, line, "target")
+    inner = [r for r, kids in enumerate(children) if kids]
+    draft = None
+    if record.get("draft") is not None:
+        kind, rows = _row_block(record["draft"], vocab, line, "draft", (len(inner), len(inner)),
+                                f"a tree with {len(inner)} rows that have children")
+        draft = np.zeros((size + 1, vocab), dtype=np.float32)
+        draft[inner] = _tree_probabilities(reader, kind, rows, state, line, "draft")
+    elif scheme != "deterministic":
+        raise TraceError(line, "draft", f"is missing: the {scheme} scheme's proposals are the "
+                         "drafter's law at each row with children")
+    accept_u = sample_u = None
+    if record.get("uniforms") is not None:
+        accept_u, sample_u = _tree_uniforms(record["uniforms"], line, size, depth)
+    cache = None
+    if record.get("cache") is not None:
+        cache = _tree_cache(record["cache"], line, state)
+    state.history += emitted
+    state.position += len(emitted)
+    state.rounds += 1
+    return TreeRound(
+        index=state.rounds - 1, line=line, position=position, scheme=scheme,
+        parents=tuple(parents), node_tokens=tuple(tokens),
+        children=tuple(tuple(kids) for kids in children), depths=tuple(depths),
+        target_rows=target, draft_rows=draft, path=tuple(path), emitted=tuple(emitted),
+        accept_uniforms=accept_u, sample_uniforms=sample_u, cache=cache, stopped=stopped,
+        run=state.run,
+    )
+
+
+def _tree_probabilities(
+    reader: _Reader, kind: str, rows: np.ndarray, state: _RunState, line: int, name: str,
+) -> np.ndarray:
+    """Probabilities as given, or rebuilt from logits with the run's sampler; a sampler that
+    reads the history is refused, since a node's history is its path, not the run's."""
+    config = state.run.target_sampler if name == "target" else state.run.draft_sampler
+    if kind == "logits" and config is not None and config.uses_history:
+        raise TraceError(line, name, "holds logits for a sampler that reads the history: a "
+                         "tree round records its rows as probabilities then")
+    return reader._probabilities(kind, rows, state, [], line, name)
+
+
+def _tree_cache(value: object, line: int, state: _RunState) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise TraceError(line, "cache", "must be an object of offsets")
+    unknown = sorted(set(value) - set(_TREE_CACHE_KEYS))
+    if unknown:
+        raise TraceError(line, f"cache.{unknown[0]}", f"is not one of {_TREE_CACHE_KEYS}")
+    if "target_before" not in value:
+        raise TraceError(line, "cache.target_before", "is missing")
+    if state.run.prompt_length is None:
+        raise TraceError(line, "cache", f"needs 'prompt' or 'prompt_length' in run "
+                         f"{state.run.id!r}'s record")
+    if ("draft_before" in value) != ("draft_fed" in value):
+        raise TraceError(line, "cache.draft_fed", "comes with draft_before, and only with it")
+    for key, offset in value.items():
+        if not _is_int(offset) or offset < 0:
+            raise TraceError(line, f"cache.{key}", f"must be an int >= 0, got {_brief(offset)}")
+    return dict(value)

@@ -23,7 +23,7 @@ position round_position + d, so every round reads fresh keys.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ from specaccept.shell.guards import NonFiniteLogitsError
 
 __all__ = [
     "MAX_TREE_PATHS",
+    "TreeRoundObservation",
     "TreeRun",
     "TreeSpeculativeGenerator",
     "TreeStats",
@@ -167,6 +168,39 @@ class TreeStats:
             line += (f" closed_form_per_node={self.closed_form_per_node:.4f}"
                      f" acceptance_z={self.acceptance_z:.2f}")
         return line
+
+
+@dataclass(frozen=True)
+class TreeRoundObservation:
+    """What one tree round saw and decided, handed to the `observer` a run was started with.
+
+    A round with no tree (one token left in the budget: the target alone draws it) has
+    empty `parents`, `node_tokens`, `path` and `accept_uniforms`, and no `draft_probs`.
+    """
+
+    position: int
+    """Tokens the run emitted before the round."""
+    scheme: TreeScheme
+    parents: tuple[int, ...]
+    node_tokens: list[int]
+    target_probs: mx.array
+    """`[N+1, V]` float32, the target's law at each row: the root, then node i at i + 1."""
+    draft_probs: mx.array | None
+    """`[inner rows, V]` float32, the drafter's law at each row that has children, in row
+    order: the law those children were drafted from."""
+    path: list[int]
+    """The accepted nodes from the root down."""
+    emitted: list[int]
+    """The tokens emitted, cut after an end-of-sequence token."""
+    accept_uniforms: list[float]
+    sample_uniforms: list[float]
+    target_offset_before: int
+    target_offset_after: int
+    draft_offset_before: int | None
+    draft_fed: int | None
+    draft_offset_after: int | None
+    stopped: bool
+    """True when an end-of-sequence token cut the emission."""
 
 
 class TreeRun(Iterator[list[int]]):
@@ -314,12 +348,19 @@ class TreeSpeculativeGenerator:
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
 
-    def generate(self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0) -> TreeRun:
+    def generate(
+        self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0,
+        observer: Callable[[TreeRoundObservation], None] | None = None,
+    ) -> TreeRun:
         """Start a run: iterate the result for the emitted blocks; its `stats` counts them.
 
         The round that starts at output position n reads the keys ``tree_keys(n,
-        parents)`` names, in a run seeded `seed`.
+        parents)`` names, in a run seeded `seed`. `observer`, when given, is called with a
+        `TreeRoundObservation` after every round (a conformance trace records them); the
+        round then also reads back its rows.
         """
+        if observer is not None and not callable(observer):
+            raise TypeError(f"observer must be callable or None, got {observer!r}")
         for name, value in (("max_tokens", max_tokens), ("seed", seed)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {value!r}")
@@ -337,10 +378,11 @@ class TreeSpeculativeGenerator:
                 raise ValueError(
                     f"prompt[{position}] must lie in [0, {self.vocab_size}), got {token}")
         stats = TreeStats(self.scheme, self.width, self.depth, diagnostics=self.diagnostics)
-        return TreeRun(self._blocks(tokens, max_tokens, seed, stats), stats)
+        return TreeRun(self._blocks(tokens, max_tokens, seed, stats, observer), stats)
 
     def _blocks(
-        self, tokens: list[int], max_tokens: int, seed: int, stats: TreeStats
+        self, tokens: list[int], max_tokens: int, seed: int, stats: TreeStats,
+        observer: Callable[[TreeRoundObservation], None] | None = None,
     ) -> Iterator[list[int]]:
         target_cache = _make_cache(self.target, "target")
         draft_cache = _make_cache(self.drafter, "drafter")
@@ -352,14 +394,28 @@ class TreeSpeculativeGenerator:
         generated = 0
         while generated < max_tokens:
             depth = min(self.depth, max_tokens - generated - 1)
+            seen: dict[str, Any] | None = {} if observer is not None else None
+            offsets = (_offset(target_cache), _offset(draft_cache), len(backfill) + 1)
             if depth == 0:
-                emitted = self._final_step(stats, target_cache, current, generated, seed)
+                emitted = self._final_step(stats, target_cache, current, generated, seed, seen)
             else:
                 emitted, owes_backfill = self._round(
-                    stats, target_cache, draft_cache, current, backfill, generated, depth, seed)
+                    stats, target_cache, draft_cache, current, backfill, generated, depth, seed,
+                    seen)
                 backfill = [emitted[-2]] if owes_backfill else []
             cut = next(
                 (i + 1 for i, t in enumerate(emitted) if t in self.eos_token_ids), len(emitted))
+            if observer is not None:
+                assert seen is not None
+                drafted = depth > 0
+                observer(TreeRoundObservation(
+                    position=generated, scheme=self.scheme, emitted=emitted[:cut],
+                    stopped=cut < len(emitted), target_offset_before=offsets[0],
+                    target_offset_after=_offset(target_cache),
+                    draft_offset_before=offsets[1] if drafted else None,
+                    draft_fed=offsets[2] if drafted else None,
+                    draft_offset_after=_offset(draft_cache) if drafted else None,
+                    **seen))
             emitted = emitted[:cut]
             generated += len(emitted)
             stats.generated = generated
@@ -377,11 +433,17 @@ class TreeSpeculativeGenerator:
                         f"cache {draft_offset} (+{len(backfill)} owed)")
 
     def _final_step(
-        self, stats: TreeStats, target_cache: list[Any], current: int, position: int, seed: int
+        self, stats: TreeStats, target_cache: list[Any], current: int, position: int, seed: int,
+        seen: dict[str, Any] | None = None,
     ) -> list[int]:
         logits = self.target(mx.array([current])[None], cache=target_cache)[0, -1]
         probs = effective_token_distribution(logits, self.target_config)
-        token = sample_from_distribution(probs, position_uniform(seed, position, SAMPLE))
+        uniform = position_uniform(seed, position, SAMPLE)
+        token = sample_from_distribution(probs, uniform)
+        if seen is not None:
+            seen.update(parents=(), node_tokens=[], draft_probs=None, path=[],
+                        accept_uniforms=[], sample_uniforms=[float(uniform)],
+                        target_probs=probs[None])
         invalid = _row_is_invalid(logits[None], probs[None])[0]
         stats.rounds += 1
         stats.host_syncs += 1
@@ -454,6 +516,7 @@ class TreeSpeculativeGenerator:
         position: int,
         depth: int,
         seed: int,
+        seen: dict[str, Any] | None = None,
     ) -> tuple[list[int], bool]:
         assert self.draft_config is not None
         width, vocab_size = self.width, self.vocab_size
@@ -517,7 +580,12 @@ class TreeSpeculativeGenerator:
         if self.diagnostics:
             outputs.append(self._closed_forms(parents, target_probs, inner, node_tokens))
         stats.host_syncs += 1
-        mx.eval(*outputs)
+        if seen is not None:
+            mx.eval(*outputs, target_probs, inner)
+            seen.update(parents=parents, target_probs=target_probs, draft_probs=inner,
+                        accept_uniforms=accept_u.tolist(), sample_uniforms=sample_u.tolist())
+        else:
+            mx.eval(*outputs)
         values: list[Any] = [array.tolist() for array in outputs]
         accepted, path_nodes, next_token, tokens, target_invalid, draft_invalid, possible = (
             values[:7])
@@ -556,6 +624,8 @@ class TreeSpeculativeGenerator:
             row = (last - level_start) * (paths // width**accepted)
         else:
             row = 0
+        if seen is not None:
+            seen.update(node_tokens=tokens, path=path)
         plan = rewind_trim(depth, accepted)
         _keep_row(target_cache, row, target_before + depth + 1 - plan.target_trim)
         _keep_row(draft_cache, row, _offset(draft_cache) - plan.draft_trim)
