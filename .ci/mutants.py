@@ -1079,7 +1079,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "keys = tree_keys(position, parents)",
         "keys = tree_keys(0, parents)",
         "every tree round re-reads the first round's coins: drafts, tests and draws repeat",
-        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        vectors=False,
+        first_tests=("tests/test_conformance_tree.py::test_tree_generator_conforms",),
         scope="TreeSpeculativeGenerator._round",
     ),
     mutant(
@@ -1087,7 +1088,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "kept = mx.where(drawn, 0.0, q[m]) if j else q[m]",
         "kept = q[m]",
         "siblings drafted with replacement but verified as drawn without: the wrong q_j",
-        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        vectors=False,
+        first_tests=("tests/test_conformance_tree.py::test_tree_generator_conforms",),
         scope="TreeSpeculativeGenerator._draft_children",
     ),
     mutant(
@@ -1103,7 +1105,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "return [*[tokens[v] for v in path], next_token], plan.draft_backfill",
         "return [*[tokens[v] for v in path], next_token], False",
         "after a full path the drafter never gets the leaf it did not forward",
-        vectors=False, first_tests=("tests/test_tree_generator.py",),
+        vectors=False,
+        first_tests=("tests/test_conformance_tree.py::test_tree_generator_conforms",),
         scope="TreeSpeculativeGenerator._round",
     ),
     mutant(
