@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0.0
     for role in ("target", "drafter"):
         hf_model = load_demo_model(DEMO_WEIGHTS / role)
-        mlx_model, _ = mlx_load(str(DEMO_WEIGHTS / role))
+        mlx_model = mlx_load(str(DEMO_WEIGHTS / role))[0]
         logit_diff = prob_diff = 0.0
         for ids in sequences:
             with torch.no_grad():

@@ -68,7 +68,7 @@ def load_demo_model(checkpoint: Path) -> LlamaForCausalLM:
     model.tie_weights()
     if not torch.equal(model.lm_head.weight, model.model.embed_tokens.weight):
         raise ValueError(f"checkpoint {checkpoint}: the head is not tied to the embedding")
-    model.eval()
+    torch.nn.Module.eval(model)  # transformers leaves its override untyped
     return model
 
 
