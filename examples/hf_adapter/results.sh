@@ -12,14 +12,18 @@ TRACES=${TRACES:-$(mktemp -d)}
 INSTALL="python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/pip install -q -r examples/hf_adapter/requirements.txt"
 OUT=docs/results
 
-versions() {
-  $PY -c "import platform, torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, Python {platform.python_version()}, {platform.machine()}')"
+versions() {  # what ran the adapter; with "mlx", also what it was compared with
+  local extra=""
+  if [ "${1:-}" = mlx ]; then
+    extra="+ f', mlx {version(\"mlx\")}, mlx-lm {version(\"mlx-lm\")}'"
+  fi
+  $PY -c "import platform, torch, transformers; from importlib.metadata import version; print(f'torch {torch.__version__}, transformers {transformers.__version__}' $extra + f', Python {platform.python_version()}, {platform.machine()}')"
 }
 
 # The logits of the converted pair against mlx-lm's.
 {
   printf 'Produced by:\n\n```sh\n%s\n.venv/bin/python examples/hf_adapter/hf_compare_logits.py\n```\n\n' "$INSTALL"
-  printf '%s\n\n```text\n' "$(versions)"
+  printf '%s\n\n```text\n' "$(versions mlx)"
   $PY examples/hf_adapter/hf_compare_logits.py
   printf '```\n'
 } > "$OUT/hf-compare-logits.md"
@@ -33,7 +37,8 @@ soak() {  # name, then the recorder's arguments
     printf 'Produced by:\n\n```sh\n%s\n%s\n.venv/bin/specaccept conform %s.jsonl.gz\n```\n\n' \
       "$INSTALL" "$record" "$name"
     printf '%s\n\n```text\n' "$(versions)"
-    $PY examples/hf_adapter/hf_trace.py "$trace" "$@" 2>&1 | grep -v '^\[transformers\] Passing `generation_config`'
+    $PY examples/hf_adapter/hf_trace.py "$trace" "$@" 2>&1 \
+      | grep -v '^\[transformers\] Passing `generation_config`' | sed "s|$TRACES/||"
     printf '```\n\n```text\n'
     .venv/bin/specaccept conform "$trace" || true  # a bug's trace exits 1: that is the result
     printf '```\n'
