@@ -31,7 +31,9 @@ it checks that at the end. Check the trace in another process with ``specaccept 
     python examples/hf_adapter/hf_trace.py hf-t0.7.jsonl.gz --temp 0.7 --runs 60
 
 ``--bug`` runs a copy of HF's ``_speculative_sampling`` with one line changed, to show
-that the checks catch it (see `BUGS`).
+that the checks catch it (see `BUGS`); ``--misrecord-q`` leaves HF alone and has the adapter
+record the drafter's law before the temperature instead of the law its drafts were drawn
+from, to show what a wrongly recorded ``q`` does to a correct engine's verdict.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class Round:
     drafts: list[int] = field(default_factory=list)
     q_rows: list[list[float]] = field(default_factory=list)
     """The rows `torch.multinomial` drew each draft from, in the assistant's generate."""
+    drawn: list[int] = field(default_factory=list)
+    """The tokens those draws returned: the drafts, unless the assistant dropped one."""
     q_used: torch.Tensor | None = None
     """softmax(candidate_logits): the q `_speculative_sampling` is handed (before any mutant)."""
     p_rows: list[list[float]] = field(default_factory=list)
@@ -188,6 +192,7 @@ class HfRecorder:
         tokens = inner(probs, *args, **kwargs)
         if self.rounds and self.phase == "draft":
             self.rounds[-1].q_rows.append(probs[0].float().tolist())
+            self.rounds[-1].drawn.append(int(tokens.reshape(-1)[0]))
         elif self.rounds and self.phase == "verify":
             # No drafts (the token budget left none): HF samples the target's row directly.
             round_ = self.rounds[-1]
@@ -277,12 +282,26 @@ def _reconcile(rounds: list[Round], generated: list[int]) -> None:
                            f"{len(generated)}")
 
 
-def _write_round(run: st.RunWriter, round_: Round) -> float:
-    """Write one round; returns the largest |q drawn from - softmax(candidate_logits)|."""
+def _untempered(rows: list[list[float]], temperature: float) -> list[list[float]]:
+    """softmax(logits) from rows softmax(logits / temperature): each row to the power T."""
+    out = []
+    for row in rows:
+        powered = [value ** temperature for value in row]
+        total = sum(powered)
+        out.append([value / total for value in powered])
+    return out
+
+
+def _write_round(run: st.RunWriter, round_: Round, misrecord_q: float | None = None) -> float:
+    """Write one round; returns the largest |q drawn from - softmax(candidate_logits)|.
+
+    With `misrecord_q` (the temperature), the round's `draft` holds the drafter's law before
+    the temperature rather than the law its drafts were drawn from: a wrong recording.
+    """
     k = len(round_.drafts)
-    if len(round_.q_rows) != k:
-        raise RuntimeError(f"round {run.rounds}: {k} drafts but {len(round_.q_rows)} recorded "
-                           "draws in the assistant's generate")
+    if round_.drawn != round_.drafts:
+        raise RuntimeError(f"round {run.rounds}: drafts {round_.drafts}, but the assistant's "
+                           f"draws were {round_.drawn}")
     gap = 0.0
     if k and round_.q_used is not None:
         drawn = torch.tensor(round_.q_rows)
@@ -309,7 +328,8 @@ def _write_round(run: st.RunWriter, round_: Round) -> float:
     run.write_round(
         rule=RULE, draft_tokens=round_.drafts, emitted=round_.emitted,
         target=st.probs_block(round_.p_rows[:k + 1]),
-        draft=st.probs_block(round_.q_rows) if k else None,
+        draft=st.probs_block(_untempered(round_.q_rows, misrecord_q) if misrecord_q
+                             else round_.q_rows) if k else None,
         uniforms=uniforms, cache=cache or None, stopped=round_.stopped, extra=extra,
     )
     return gap
@@ -319,6 +339,7 @@ def record_soak(
     path: str, *, temperature: float, runs: int, max_new_tokens: int, prompt_length: int,
     draft_tokens: int, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
     bug: str | None = None, confidence_threshold: float | None = None,
+    misrecord_q: bool = False,
 ) -> dict[str, float]:
     """Run `runs` assisted `generate` calls on the demo pair and write their trace to `path`.
 
@@ -339,7 +360,8 @@ def record_soak(
     eos = target.config.eos_token_id
     totals = {"rounds": 0.0, "tokens": 0.0, "q_gap": 0.0, "generate_s": 0.0}
     engine = (f"transformers {transformers.__version__} assisted generation (do_sample=True), "
-              f"torch {torch.__version__}" + (f"; bug injected: {bug}" if bug else ""))
+              f"torch {torch.__version__}" + (f"; bug injected: {bug}" if bug else "")
+              + ("; q recorded before the temperature" if misrecord_q else ""))
     with st.TraceWriter(path, vocab_size=vocab, engine=engine) as trace:
         for i, prompt in enumerate(prompt_ids(runs, prompt_length)):
             sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
@@ -357,9 +379,11 @@ def record_soak(
             generated = [int(t) for t in output[0, len(prompt):].tolist()]
             _reconcile(recorder.rounds, generated)
             run = trace.start_run(f"seed-{seed + i}", prompt=prompt, extra={
-                "seed": seed + i, **sampling, "bug": bug, **recorder.settings})
+                "seed": seed + i, **sampling, "bug": bug, "misrecord_q": misrecord_q,
+                **recorder.settings})
             for round_ in recorder.rounds:
-                totals["q_gap"] = max(totals["q_gap"], _write_round(run, round_))
+                totals["q_gap"] = max(totals["q_gap"], _write_round(
+                    run, round_, temperature if misrecord_q else None))
             totals["rounds"] += len(recorder.rounds)
             totals["tokens"] += len(generated)
     return totals
@@ -379,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="assistant_confidence_threshold (default: HF's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bug", choices=sorted(BUGS), default=None)
+    parser.add_argument("--misrecord-q", action="store_true",
+                        help="record q before the temperature, not the law drawn from")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: these models are tiny, and on a shared machine "
                         "more threads spin-wait)")
@@ -390,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         args.trace, temperature=args.temp, runs=args.runs, max_new_tokens=args.max_new_tokens,
         prompt_length=args.prompt_length, draft_tokens=args.draft_tokens, top_k=args.top_k,
         top_p=args.top_p, seed=args.seed, bug=args.bug,
-        confidence_threshold=args.confidence_threshold,
+        confidence_threshold=args.confidence_threshold, misrecord_q=args.misrecord_q,
     )
     forbidden = sorted(name for name in sys.modules
                        if name.split(".")[0] in ("mlx", "mlx_lm", "specaccept"))
@@ -399,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
           f"max |q drawn from - softmax(candidate_logits)| = {totals['q_gap']:.3g}")
     if args.bug:
         print(f"bug: {args.bug}: {BUGS[args.bug][2]}")
+    if args.misrecord_q:
+        print("adapter bug: the trace records q before the temperature, softmax of the "
+              "assistant's raw logits, instead of the law its drafts were drawn from")
     print(f"modules of mlx or specaccept imported: {forbidden or 'none'}")
     return 1 if forbidden else 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rerun every recorded result of the transformers adapter and write them to docs/results/:
 # the logit comparison, the soaks of unmodified transformers at temperatures 0.7 and 1.0
-# (and 1.0 with top-k and top-p), and one soak per injected bug. Each file opens with the
+# (and 1.0 with top-k and top-p), one soak per injected bug, and one wrongly recorded. Each file opens with the
 # commands that produced it. Run from the repository root, in a venv made by the first
 # command below; traces go to $TRACES (default: a fresh temporary directory).
 #
@@ -51,4 +51,6 @@ soak conform-hf-t1.0-topk20-topp0.9 --temp 1.0 --top-k 20 --top-p 0.9 --runs 100
 for bug in resample-from-p raw-logits-q reused-uniforms; do
   soak "conform-hf-bug-$bug" --temp 0.7 --runs 60 --max-new-tokens 48 --bug "$bug"
 done
+# transformers unmodified, the adapter wrong: q recorded before the temperature.
+soak conform-hf-misrecorded-q --temp 0.7 --runs 60 --max-new-tokens 48 --misrecord-q
 echo "traces in $TRACES"
