@@ -110,7 +110,7 @@ class Round:
     q_rows: list[list[float]] = field(default_factory=list)
     """The rows `torch.multinomial` drew each draft from, in the assistant's generate."""
     drawn: list[int] = field(default_factory=list)
-    """The tokens those draws returned: the drafts, unless the assistant dropped one."""
+    """The tokens those draws returned; `_write_round` checks that they are the drafts."""
     q_used: torch.Tensor | None = None
     """softmax(candidate_logits): the q `_speculative_sampling` is handed (before any mutant)."""
     p_rows: list[list[float]] = field(default_factory=list)

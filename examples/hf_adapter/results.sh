@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Rerun every recorded result of the transformers adapter and write them to docs/results/:
 # the logit comparison, the soaks of unmodified transformers at temperatures 0.7 and 1.0
-# (and 1.0 with top-k and top-p), one soak per injected bug, and one wrongly recorded. Each file opens with the
-# commands that produced it. Run from the repository root, in a venv made by the first
-# command below; traces go to $TRACES (default: a fresh temporary directory).
+# (and 1.0 with top-k and top-p), one soak per injected bug, and one wrongly recorded.
+# Each file opens with the commands that produced it. Run from the repository root, in a
+# venv made by the first command below; traces go to $TRACES (default: a fresh temporary
+# directory).
 #
 #   bash examples/hf_adapter/results.sh
 set -euo pipefail
