@@ -115,8 +115,8 @@ class TreeStats:
     host_syncs: int = 0
     diagnostics: bool = False
     closed_form_total: float = 0.0
-    """Σ over tested nodes of P(the node accepts a child | the path so far): the scheme's
-    closed form of the node's laws (`iid_siblings_acceptance`,
+    """The sum over tested nodes of P(the node accepts a child | the path so far), each the
+    scheme's closed form of the node's laws (`iid_siblings_acceptance`,
     `without_replacement_siblings_acceptance`, or `candidate_siblings_acceptance` of its
     children's tokens)."""
     closed_form_variance_total: float = 0.0
