@@ -12,7 +12,9 @@ Run as a script it prints the table `docs/results/broken-engines.md` records:
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -38,7 +40,7 @@ from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import round_uniforms
 from specaccept.shell.conformance import TraceWriter, encode_rows
 
-__all__ = ["BUGS", "EngineCase", "run_engine"]
+__all__ = ["BATCH_BUGS", "BUGS", "EngineCase", "run_batched_engine", "run_case", "run_engine"]
 
 PROMPT = "ROMEO:\n"
 
@@ -79,7 +81,23 @@ BUGS = (
     # leaves no test behind, so detection waits for one that keeps fewer.
     EngineCase("position-keyed-uniforms", AcceptanceRule.BLOCK, SamplerConfig(temperature=1.0),
                11, ("fresh",), records_uniforms=True),
+    # Draws its drafts at T**2 and records q at T (a temperature applied twice); it tests
+    # with the q it records, so only the drafts' own law shows the bug. At T = 1.5 the
+    # drafter draws at 2.25; below 1 this pair's drafter is so peaked that squaring the
+    # temperature moves little mass (the power table says how little).
+    EngineCase("mis-described-drafter", AcceptanceRule.STOCHASTIC,
+               SamplerConfig(temperature=1.5), 40, ("draft-law",)),
+    # BATCH_SLOTS requests verified together; every row of a step reads one row of
+    # uniforms, which the trace records, so the batch check sees the rows of one step
+    # read the same uniform (and the fresh check sees a uniform read twice). Without the
+    # uniforms the batch check's shared-coin z-score has to do (the power table).
+    EngineCase("shared-batch-coin", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
+               2, ("batch", "fresh"), records_uniforms=True),
 )
+BATCH_SLOTS = 4
+"""The requests a batched engine verifies in one step."""
+BATCH_PROMPTS = ("ROMEO:\n", "JULIET:\n", "MERCUTIO:\n", "TYBALT:\n")
+BATCH_BUGS = frozenset({"shared-batch-coin"})
 
 
 def _draw(weights: np.ndarray, u: float) -> int:
@@ -103,7 +121,7 @@ def _decide(
         rule = AcceptanceRule.STOCHASTIC
         bug = None
     if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
-                              "raw-logits-q"):
+                              "raw-logits-q", "mis-described-drafter", "shared-batch-coin"):
         verdict = verify_tokenwise(rule, mx.array(p.astype(np.float32)),
                                mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
                                else None, mx.array(drafts), mx.array(uniforms))
@@ -136,16 +154,21 @@ def _trim(cache: list[Any], count: int) -> None:
 def run_engine(
     case: EngineCase | None, rounds: int, *, seed: int = 0, record_uniforms: bool = False,
     config: SamplerConfig | None = None, rule: AcceptanceRule | None = None, k: int = 4,
-    pair: Any = None,
+    pair: Any = None, prompt_text: str = PROMPT, verify_seed: int | None = None,
 ) -> str:
-    """Run `rounds` rounds of the engine (correct when `case` is None); return its trace."""
+    """Run `rounds` rounds of the engine (correct when `case` is None); return its trace.
+
+    With `verify_seed`, round r verifies with the uniforms of round r of that seed, not of
+    `seed`: engines given the same `verify_seed` share their verification coins round by
+    round, as the rows of one batch do when a batched engine draws one row of uniforms.
+    """
     from mlx_lm.models.cache import make_prompt_cache
 
     pair = pair or load_pair()
     bug = case.bug if case else None
     config = config or (case.config if case else SamplerConfig(temperature=1.0))
     rule = rule or (case.rule if case else AcceptanceRule.STOCHASTIC)
-    prompt = [int(t) for t in pair.tokenizer.encode(PROMPT)]
+    prompt = [int(t) for t in pair.tokenizer.encode(prompt_text)]
     vocab = int(pair.target.args.vocab_size)
     out = io.StringIO()
     logits_rows = config.uses_history  # so the kit rebuilds p with the drafts in the history
@@ -172,6 +195,10 @@ def run_engine(
             law = effective_token_distribution(logits, config, context)
             claimed = (effective_token_distribution(logits, SamplerConfig(temperature=1.0))
                        if bug == "raw-logits-q" else law)
+            if bug == "mis-described-drafter":  # the temperature applied a second time
+                law = effective_token_distribution(
+                    logits, dataclasses.replace(config, temperature=config.temperature ** 2),
+                    context)
             token = int(np.array(sample_from_distribution(
                 law, randomness.draft[j])))
             drafts.append(token)
@@ -187,6 +214,9 @@ def run_engine(
         p = np.array(mx.stack(rows), dtype=np.float64)
         q = np.array(mx.stack(claimed_q), dtype=np.float64)
         uniforms = np.array(randomness.verify, dtype=np.float32)
+        if verify_seed is not None:  # keyed by round, far apart, so no round re-reads one
+            uniforms = np.array(round_uniforms(verify_seed, writer.rounds * 1000, k).verify,
+                                dtype=np.float32)
         accepted, next_token = _decide(bug, rule, p, q, drafts, uniforms)
         emitted = [*drafts[:accepted], next_token]
         plan = rewind_trim(k, accepted)
@@ -211,6 +241,52 @@ def run_engine(
         history += emitted
         position += len(emitted)
     return out.getvalue()
+
+
+def run_batched_engine(
+    case: EngineCase | None, rounds: int, *, seed: int = 0, record_uniforms: bool = False,
+    config: SamplerConfig | None = None, pair: Any = None,
+) -> str:
+    """`BATCH_SLOTS` requests verified in lockstep, one batch step per round; a version 2
+    trace, one run per request, each round with its step and slot. With the shared-coin bug
+    every row of a step reads the same uniforms; without it each request has its own seed."""
+    pair = pair or load_pair()
+    shared = case is not None and case.bug == "shared-batch-coin"
+    config = config or (case.config if case else SamplerConfig(temperature=1.0))
+    slots = []
+    for slot, prompt_text in enumerate(BATCH_PROMPTS[:BATCH_SLOTS]):
+        text = run_engine(None, rounds, seed=seed * BATCH_SLOTS + slot, pair=pair,
+                          record_uniforms=record_uniforms, config=config,
+                          prompt_text=prompt_text, verify_seed=seed if shared else None)
+        slots.append([json.loads(line) for line in text.splitlines()])
+    header = slots[0][0]
+    lines = [{"format": header["format"], "version": 2, "vocab_size": header["vocab_size"],
+              "engine": f"broken batched engine: {'shared-batch-coin' if shared else 'none'}"}]
+    for slot, records in enumerate(slots):
+        run = {"record": "run", "run": f"request-{slot}"}
+        run.update({key: records[0][key] for key in ("prompt", "target_sampler",
+                                                     "draft_sampler") if key in records[0]})
+        lines.append(run)
+    for step in range(rounds):
+        for slot, records in enumerate(slots):
+            lines.append({**records[1 + step], "run": f"request-{slot}",
+                          "batch": {"step": step, "slot": slot}})
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+
+
+def run_case(
+    case: EngineCase | None, rounds: int, *, pair: Any = None, seed: int = 0,
+    record_uniforms: bool = False, like: EngineCase | None = None,
+) -> str:
+    """The trace of `case` (or, with `case` None, of a correct engine run as `like` is: its
+    sampler, rule and batching): `run_batched_engine` for a batch bug, else `run_engine`."""
+    shape = case or like
+    if shape is not None and shape.bug in BATCH_BUGS:
+        return run_batched_engine(case, rounds, seed=seed, record_uniforms=record_uniforms,
+                                  config=shape.config, pair=pair)
+    return run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=record_uniforms,
+                      config=shape.config if shape else None,
+                      rule=shape.rule if shape else None)
 
 
 def _settings(config: SamplerConfig) -> str:
