@@ -71,7 +71,7 @@ BUGS = (
                SamplerConfig(temperature=1.0), 30, ("law",)),
     EngineCase("penalties-blind-to-drafts", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0, repetition_penalty=3.0, top_k=8), 20,
-               ("support",)),
+               ("support", "history")),
     EngineCase("draft-cache-over-trim", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0), 3, ("rewind",)),
     # Decides every round faithfully on the uniforms it records, so replay passes; only

@@ -82,7 +82,7 @@ def check_trace(
         ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
         ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
         ("rewind", lambda: check_rewind(trace)),
-        ("draft-law", lambda: check_draft_law(trace, positions, alpha, outcomes)),
+        ("draft-law", lambda: check_draft_law(trace, alpha)),
         ("history", lambda: check_history(positions, alpha, outcomes, bonus)),
         ("batch", lambda: check_batch(trace, positions, alpha)),
     )

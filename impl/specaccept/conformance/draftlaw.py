@@ -11,16 +11,15 @@ drafts before d_i only, so the transform of d_i stays uniform given the rows kep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 from scipy import stats
 
-from specaccept.conformance.bugs import BUG_CLASSES, Outcome, PositionOutcomes
+from specaccept.conformance.bugs import BUG_CLASSES
 from specaccept.conformance.law import pit_bounds, pit_chi_square, pit_power
-from specaccept.conformance.positions import Position
+from specaccept.conformance.positions import claimed_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.conformance.trace import Trace
+from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = ["DRAFT_LAW_SEED", "check_draft_law"]
 
@@ -40,35 +39,46 @@ def _drafted(trace: Trace) -> list[tuple[np.ndarray, int]]:
     return out
 
 
-def _powers(
-    positions: Sequence[Position], bug_outcomes: PositionOutcomes, bins: int, critical: float
-) -> list[Power]:
-    """Per bug: the chance the chi-square exceeds `critical` on the trace's tested positions
-    had the engine drawn its drafts from `Outcome.drafted` while recording `claimed_q`."""
+def _powers(trace: Trace, bins: int, critical: float) -> list[Power]:
+    """Per bug: the chance the chi-square exceeds `critical` on the trace's drafted rows had
+    the engine drawn its drafts from `Outcome.drafted` while recording `claimed_q`.
+
+    The drafter's part of an outcome reads q and the drafter's sampler alone; a drafted row
+    the target recorded no row for is given q in p's place.
+    """
+    rows = []
+    for round_ in trace.rounds:
+        rule = claimed_rule(round_)
+        if round_.draft_rows is None or rule is None or rule is AcceptanceRule.BLOCK:
+            continue
+        for i in range(min(round_.draft_rows.shape[0], round_.k)):
+            q = round_.draft_rows[i].astype(np.float64)
+            p = (round_.target_rows[i].astype(np.float64)
+                 if i < round_.target_rows.shape[0] else q)
+            rows.append((rule, p, q, round_.run.draft_sampler))
     powers = []
     for bug in BUG_CLASSES:
-        outcomes = bug_outcomes.get(bug)
-        if outcomes is None:
+        if not bug.models_positions:
             continue
-        pairs = [(o.claimed_q, o.drafted if o.drafted is not None else o.claimed_q)
-                 for pos, o in zip(positions, outcomes, strict=True)
-                 if pos.tested and isinstance(o, Outcome)]
-        notes = {o for o in outcomes if isinstance(o, str)}
+        pairs, notes = [], set()
+        for rule, p, q, sampler in rows:
+            outcome = bug.outcome(rule, p, q, draft_sampler=sampler)
+            if isinstance(outcome, str):
+                notes.add(outcome)
+                continue
+            pairs.append((outcome.claimed_q,
+                          outcome.drafted if outcome.drafted is not None else outcome.claimed_q))
         if not pairs or all(np.array_equal(recorded, drawn) for recorded, drawn in pairs):
             powers.append(Power(bug.id, None, "; ".join(sorted(notes))
                                 or "the drafts come from the q the engine records"))
             continue
         bounds = [pit_bounds(recorded, recorded) for recorded, _ in pairs]
         probability = pit_power(bounds, [drawn for _, drawn in pairs], bins, critical)
-        powers.append(Power(bug.id, probability, "non-central chi-square approximation, "
-                            "over the tested positions only"))
+        powers.append(Power(bug.id, probability, "non-central chi-square approximation"))
     return powers
 
 
-def check_draft_law(
-    trace: Trace, positions: Sequence[Position], alpha_level: float,
-    bug_outcomes: PositionOutcomes,
-) -> CheckResult:
+def check_draft_law(trace: Trace, alpha_level: float) -> CheckResult:
     """The drafts against their recorded q rows: randomised PIT (tokens by q descending),
     chi-square on equal bins, at `alpha_level`."""
     name = "draft-law"
@@ -102,5 +112,5 @@ def check_draft_law(
         name, Verdict.FAIL if failed else Verdict.PASS,
         f"chi2 = {chi2:.2f}, {bins - 1} d.o.f. over {n} drafts; p-value = {p_value:.3g}",
         f"p-value >= {alpha_level:g}, no draft with q = 0", detail,
-        _powers(positions, bug_outcomes, bins, critical),
+        _powers(trace, bins, critical),
     )
