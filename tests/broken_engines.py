@@ -297,18 +297,112 @@ def _settings(config: SamplerConfig) -> str:
     return ", ".join(changed) or "temperature=1.0"
 
 
+POWER_TARGET = 0.99
+POWER_MAX_ROUNDS = 600
+"""The longest correct trace the power search reads; beyond it the table says "more"."""
+POWER_SEEDS = 20
+POWER_VARIANTS = (
+    # The same bugs at settings where they are harder to see, or without uniforms.
+    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None),
+    ("mis-described-drafter", SamplerConfig(temperature=0.5), None),
+    ("shared-batch-coin", None, False),
+)
+"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own)."""
+
+
+def _power_cases() -> list[EngineCase]:
+    """Every broken engine, then the variants of `POWER_VARIANTS`."""
+    cases = list(BUGS)
+    for bug, config, uniforms in POWER_VARIANTS:
+        case = next(c for c in BUGS if c.bug == bug)
+        cases.append(dataclasses.replace(
+            case, config=config or case.config,
+            records_uniforms=case.records_uniforms if uniforms is None else uniforms))
+    return cases
+
+
+def rounds_to_catch(
+    case: EngineCase, pair: Any, read: Callable[[str], Any], *, seed: int = 0
+) -> tuple[int | None, str, float]:
+    """The fewest rounds after which some check's power against `case.bug`, computed by the
+    kit on a correct trace of the case's settings, reaches `POWER_TARGET`: (rounds or None
+    when `POWER_MAX_ROUNDS` do not suffice, the check, its power there)."""
+    from specaccept.conformance import check_trace
+
+    text = run_case(None, POWER_MAX_ROUNDS, pair=pair, seed=seed, like=case,
+                    record_uniforms=case.records_uniforms)
+    full = read(text)
+    per_round = BATCH_SLOTS if case.bug in BATCH_BUGS else 1
+
+    def best(rounds: int) -> tuple[float, str]:
+        prefix = dataclasses.replace(full, rounds=full.rounds[:rounds * per_round])
+        report = check_trace(prefix)
+        found = [(p.probability, c.name) for c in report.checks for p in c.power
+                 if p.bug == case.bug and p.probability is not None]
+        return max(found, default=(0.0, "none"))
+
+    top, name = best(POWER_MAX_ROUNDS)
+    if top < POWER_TARGET:
+        return None, name, top
+    low, high = 0, POWER_MAX_ROUNDS  # best(low) < target <= best(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if best(middle)[0] >= POWER_TARGET:
+            high = middle
+        else:
+            low = middle
+    top, name = best(high)
+    return high, name, top
+
+
+def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], Any]) -> None:
+    from specaccept.conformance import Verdict
+
+    print(f"\n### Rounds to catch each bug with probability {POWER_TARGET}\n")
+    print(f"For each broken engine, the fewest rounds after which the kit's own power model, "
+          f"read on a correct trace of the same settings (seed 0), gives some check a power "
+          f"of at least {POWER_TARGET} against the bug (searched up to {POWER_MAX_ROUNDS} "
+          f"rounds; a batched engine's rounds are batch steps of {BATCH_SLOTS} requests); "
+          f"then the share of {POWER_SEEDS} seeds' traces of the broken engine, as long, that "
+          "this check fails (alpha = 1e-4).\n")
+    print(f"| bug | rule | sampler | uniforms | check | rounds for power >= {POWER_TARGET} "
+          f"(model) | caught, {POWER_SEEDS} seeds (measured) |")
+    print("|---|---|---|---|---|---|---|")
+    for case in _power_cases():
+        rounds, name, power = rounds_to_catch(case, pair, read)
+        if rounds is None:
+            cell = f"more than {POWER_MAX_ROUNDS} (power {power:.4f} at {POWER_MAX_ROUNDS})"
+            measured = "not run"
+        else:
+            cell = str(rounds)
+            caught = 0
+            for seed in range(POWER_SEEDS):
+                report = check(run_case(case, rounds, pair=pair, seed=seed,
+                                        record_uniforms=case.records_uniforms))
+                caught += any(c.name == name and c.verdict is Verdict.FAIL
+                              for c in report.checks)
+            measured = f"{caught} of {POWER_SEEDS}"
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | "
+              f"{'yes' if case.records_uniforms else 'no'} | {name} | {cell} | {measured} |")
+        sys.stdout.flush()
+
+
 def _main() -> None:
     import tempfile
 
     from specaccept.conformance import Verdict, check_trace, read_trace
 
     pair = load_pair()
-    def check(text: str) -> Any:
+
+    def trace(text: str) -> Any:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
             handle.write(text)
-        report = check_trace(read_trace(handle.name))
+        parsed = read_trace(handle.name)
         os.unlink(handle.name)
-        return report
+        return parsed
+
+    def check(text: str) -> Any:
+        return check_trace(trace(text))
 
     if sys.argv[1:] == ["--position-keyed"]:
         _position_keyed_detection(pair, check)
@@ -316,23 +410,26 @@ def _main() -> None:
     print("Produced by:\n\n```sh\npython tests/broken_engines.py\n```\n")
     print(f"Device {mx.default_device()}, seed 0, prompt {PROMPT!r}, k = 4, the embedded pair; "
           "each broken engine traced without its uniforms, so replay does not run, except "
-          "where the uniforms column says yes.\n")
+          "where the uniforms column says yes. The batched engine verifies "
+          f"{BATCH_SLOTS} requests a step (prompts {', '.join(map(repr, BATCH_PROMPTS))}); "
+          "its rounds are steps.\n")
     print("| bug | rule | sampler | rounds | uniforms | checks that fail (alpha = 1e-4 each) | "
           "power of a correct trace of as many rounds |")
     print("|---|---|---|---|---|---|---|")
     for case in BUGS:
-        report = check(run_engine(case, case.rounds, pair=pair,
-                                  record_uniforms=case.records_uniforms))
+        report = check(run_case(case, case.rounds, pair=pair,
+                                record_uniforms=case.records_uniforms))
         failed = [f"{c.name} ({c.statistic})" for c in report.checks
                   if c.verdict is Verdict.FAIL]
-        correct = check(run_engine(None, case.rounds, pair=pair, config=case.config,
-                                   rule=case.rule, record_uniforms=case.records_uniforms))
+        correct = check(run_case(None, case.rounds, pair=pair, like=case,
+                                 record_uniforms=case.records_uniforms))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
                  if p.bug == case.bug and p.probability is not None]
         print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
               f"{'yes' if case.records_uniforms else 'no'} | "
               f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
+    _power_table(pair, check, trace)
 
 
 def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
