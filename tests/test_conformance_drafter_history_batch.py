@@ -311,3 +311,20 @@ def test_a_batched_round_satisfies_the_schema() -> None:
     bad["batch"] = {"step": 0, "slot": 0, "row": 1}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_the_format_pages_batched_example_is_read_and_passes(tmp_path: Path) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_format.md").read_text("utf-8")
+    block = next(b for b in re.findall(r"```json\n(.*?)```", page, re.DOTALL) if '"batch"' in b)
+    records: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("{"):
+            records.append(line)
+        else:
+            records[-1] += line
+    trace = read_trace(_path(tmp_path, "".join(r + "\n" for r in records)))
+    assert [(r.run.id, r.batch) for r in trace.rounds] == [("r0", (0, 0)), ("r1", (0, 1))]
+    report = check_trace(trace)
+    assert report.passed, report.to_text()
