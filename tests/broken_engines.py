@@ -66,7 +66,7 @@ BUGS = (
     EngineCase("softmax-residual", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
                10, ("support",)),
     EngineCase("raw-logits-q", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=0.5),
-               80, ("acceptance",)),
+               80, ("acceptance", "draft-law")),
     EngineCase("argmax-at-temperature", AcceptanceRule.SAMPLER_MATCH,
                SamplerConfig(temperature=1.0), 30, ("law",)),
     EngineCase("penalties-blind-to-drafts", AcceptanceRule.STOCHASTIC,
