@@ -3,7 +3,7 @@ is built for.
 
 Most traces here are synthetic (random laws over a small vocabulary, written with the
 standard-library writer), so that each test runs in about a second and the engine's law is
-known exactly; the engine loop of `broken_engines.py` shows the same on the embedded pair.
+known; the engine loop of `broken_engines.py` shows the same on the embedded pair.
 """
 
 from __future__ import annotations
