@@ -145,8 +145,8 @@ class Round:
     draft_rewind: str = "eager"
     """The same for the drafter."""
     batch: tuple[int, int] | None = None
-    """(step, slot): the batched verification forward that decided the round and its row
-    in that batch (version 2's ``batch``); None when not recorded."""
+    """The batched verification forward that decided the round, and the round's row in it,
+    as a pair of step and slot (version 2's ``batch``); None when not recorded."""
 
     @property
     def k(self) -> int:
