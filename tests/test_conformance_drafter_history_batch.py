@@ -302,7 +302,9 @@ def test_the_writer_refuses_a_batch_the_reader_would_refuse() -> None:
 
 
 def test_a_batched_round_satisfies_the_schema() -> None:
-    import jsonschema
+    import importlib
+
+    jsonschema: Any = importlib.import_module("jsonschema")  # a dev dependency, untyped
     schema = json.loads((Path(__file__).resolve().parents[1] / "spec"
                          / "trace_format.schema.json").read_text())
     for line in _lines(_batched_trace(2, False, True, seed=8, slots=2)):
