@@ -51,6 +51,11 @@ FUSED = "impl/specaccept/shell/fused.py"
 RULE_CHOICE = "impl/specaccept/shell/rule_choice.py"
 TREE = "impl/specaccept/core/tree.py"
 CONFORMANCE_POSITIONS = "impl/specaccept/conformance/positions.py"
+CONFORMANCE_DRAFT_LAW = "impl/specaccept/conformance/draftlaw.py"
+CONFORMANCE_HISTORY = "impl/specaccept/conformance/history.py"
+CONFORMANCE_BATCH = "impl/specaccept/conformance/batch.py"
+CONFORMANCE_TRACE = "impl/specaccept/conformance/trace.py"
+NEW_CHECK_TESTS = "tests/test_conformance_drafter_history_batch.py"
 TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
 TREE_CHECKS = "impl/specaccept/conformance/tree_checks.py"
 TREE_CONFORMANCE_TESTS = "tests/test_conformance_tree.py"
@@ -1239,5 +1244,53 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
                      "test_tree_rewind_fails_an_offset_off_the_invariant",),
         scope="_rewind_problems",
+    ),
+    # --- the draft-law, history and batch checks ----------------------------------------
+    mutant(
+        "draft-law-pit-at-the-midpoint", CONFORMANCE_DRAFT_LAW,
+        "u[j] = lo[token] + jitter[j] * width[token]",
+        "u[j] = lo[token] + 0.5 * width[token]",
+        "each draft's PIT at the middle of its interval, not randomised across it: a "
+        "discrete q is then not uniform, and a correct drafter fails",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="check_draft_law",
+    ),
+    mutant(
+        "history-bets-everything", CONFORMANCE_HISTORY,
+        "HISTORY_BET = 0.5", "HISTORY_BET = 1.0",
+        "the whole wealth bet on p_blind: one token p_blind rules out sets it to 0 for good, "
+        "and the bet never recovers",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,),
+    ),
+    mutant(
+        "history-ratio-inverted", CONFORMANCE_HISTORY,
+        "ratio = np.where(p > 0, p_blind / np.where(p > 0, p, 1.0), np.inf)",
+        "ratio = np.where(p_blind > 0, p / np.where(p_blind > 0, p_blind, 1.0), np.inf)",
+        "the likelihood ratio p / p_blind in place of p_blind / p: no longer a supermartingale "
+        "under a correct engine, so Ville's bound is lost and correct traces fail",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_log_factor",
+    ),
+    mutant(
+        "batch-ignores-shared-uniforms", CONFORMANCE_BATCH,
+        "if other is not None and other is not round_:",
+        "if other is not None and other is round_:",
+        "a uniform counted as shared only when the same round reads it twice: a coin shared "
+        "by the rows of a batch goes unseen",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_shared_uniforms",
+    ),
+    mutant(
+        "batch-coin-term-of-one-request", CONFORMANCE_BATCH,
+        "term = (float(pa.accepted) - rho_a) * (float(pb.accepted) - rho_b)",
+        "term = (float(pa.accepted) - rho_a) * (float(pa.accepted) - rho_a)",
+        "the shared-coin term squares one request's residual instead of pairing two: its "
+        "mean is positive for independent rows, and a correct batch fails",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_pairs",
+    ),
+    mutant(
+        "batch-step-may-repeat", CONFORMANCE_TRACE,
+        "if state.batch_step is not None and step <= state.batch_step:",
+        "if state.batch_step is not None and step < state.batch_step:",
+        "a run's round read in the same batch step as its previous round: two rounds of one "
+        "request cannot be verified by one forward",
+        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_Reader._batch",
     ),
 )

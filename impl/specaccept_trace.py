@@ -491,6 +491,7 @@ class TraceWriter:
         if extra is not None:
             self._header["extra"] = _json_object("extra", extra)
         self._runs: dict[str, RunWriter] = {}
+        self._batch_slots: set[tuple[int, int]] = set()
         self._owned: IO[str] | None = None
         if isinstance(destination, str | os.PathLike):
             path = os.fspath(destination)
@@ -601,6 +602,8 @@ class RunWriter:
         self._samplers = {role: record.get(f"{role}_sampler") for role in ("target", "draft")}
         self._has_prompt = "prompt" in record
         self._has_length = self._has_prompt or "prompt_length" in record
+        self._batch_step: int | None = None
+        self._pending_batch: tuple[int, int] | None = None
 
     def write_round(
         self, *, rule: str | enum.Enum, draft_tokens: Iterable[int], emitted: Iterable[int],
@@ -608,7 +611,7 @@ class RunWriter:
         num_accepted: int | None = None,
         uniforms: Iterable[Iterable[SupportsFloat | None]] | None = None,
         cache: Mapping[str, int | str] | None = None, stopped: bool = False,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None, batch: tuple[int, int] | None = None,
     ) -> None:
         """Validate one round and write it as a line.
 
@@ -627,6 +630,9 @@ class RunWriter:
                 ``target_rewind`` and ``draft_rewind``.
             stopped: the engine cut the emission (end of sequence, token budget).
             extra: engine diagnostics for the round (version 2), ignored by readers.
+            batch: (step, slot) of the batched verification forward that decided the round
+                (version 2): the step's number, increasing along a run, and the round's row
+                in that batch, one round per row.
         """
         trace, version, vocab = self.trace, self.trace.version, self.trace.vocab_size
         rule_id = rule.value if isinstance(rule, enum.Enum) else rule
@@ -693,9 +699,15 @@ class RunWriter:
                 raise TraceWriteError(f"extra is a version 2 field; version 1 has none, got "
                                       f"{_brief(extra)}")
             record["extra"] = _json_object("extra", extra)
+        if batch is not None:
+            record["batch"] = self._batch(batch)
         trace._write_line(record)
         self.rounds += 1
         self.position += len(tokens)
+        if self._pending_batch is not None:
+            trace._batch_slots.add(self._pending_batch)
+            self._batch_step = self._pending_batch[0]
+            self._pending_batch = None
 
     # --- tree rounds ---------------------------------------------------------------------
 
@@ -871,6 +883,30 @@ class RunWriter:
                 row.append(number)
             out.append(row)
         return out
+
+    # --- Batched verification (version 2's `batch`) ---
+
+    def _batch(self, batch: object) -> dict[str, int]:
+        """`{"step", "slot"}`, checked as the reader checks it: a run's steps increase, and
+        one slot of a step holds one round."""
+        if self.trace.version == 1:
+            raise TraceWriteError(f"batch is a version 2 field; version 1 has none, got "
+                                  f"{_brief(batch)}")
+        if isinstance(batch, str | bytes | Mapping) or not isinstance(batch, Sequence) or len(
+                batch) != 2:
+            raise _fail("batch", "be a pair (step, slot)", batch)
+        step = _integer("batch step", batch[0], 0)
+        slot = _integer("batch slot", batch[1], 0)
+        if self._batch_step is not None and step <= self._batch_step:
+            raise TraceWriteError(f"batch step is {step}, but run {self.run_id!r}'s previous "
+                                  f"round was verified in step {self._batch_step}: a run's "
+                                  "steps increase")
+        if (step, slot) in self.trace._batch_slots:
+            raise TraceWriteError(f"batch slot {slot} of step {step} already holds a round: "
+                                  "one row of a batch verifies one round")
+        # Recorded once the round is written: a round refused later leaves no trace here.
+        self._pending_batch = (step, slot)
+        return {"step": step, "slot": slot}
 
     def _cache(self, cache: Mapping[str, int | str]) -> dict[str, int | str]:
         if not isinstance(cache, Mapping):

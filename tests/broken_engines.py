@@ -12,7 +12,9 @@ Run as a script it prints the table `docs/results/broken-engines.md` records:
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -38,7 +40,7 @@ from specaccept.core.joint import verify_blockwise
 from specaccept.core.randomness import round_uniforms
 from specaccept.shell.conformance import TraceWriter, encode_rows
 
-__all__ = ["BUGS", "EngineCase", "run_engine"]
+__all__ = ["BATCH_BUGS", "BUGS", "EngineCase", "run_batched_engine", "run_case", "run_engine"]
 
 PROMPT = "ROMEO:\n"
 
@@ -64,12 +66,12 @@ BUGS = (
     EngineCase("softmax-residual", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
                10, ("support",)),
     EngineCase("raw-logits-q", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=0.5),
-               80, ("acceptance",)),
+               80, ("acceptance", "draft-law")),
     EngineCase("argmax-at-temperature", AcceptanceRule.SAMPLER_MATCH,
                SamplerConfig(temperature=1.0), 30, ("law",)),
     EngineCase("penalties-blind-to-drafts", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0, repetition_penalty=3.0, top_k=8), 20,
-               ("support",)),
+               ("support", "history")),
     EngineCase("draft-cache-over-trim", AcceptanceRule.STOCHASTIC,
                SamplerConfig(temperature=1.0), 3, ("rewind",)),
     # Decides every round faithfully on the uniforms it records, so replay passes; only
@@ -79,7 +81,23 @@ BUGS = (
     # leaves no test behind, so detection waits for one that keeps fewer.
     EngineCase("position-keyed-uniforms", AcceptanceRule.BLOCK, SamplerConfig(temperature=1.0),
                11, ("fresh",), records_uniforms=True),
+    # Draws its drafts at T**2 and records q at T (a temperature applied twice); it tests
+    # with the q it records, so only the drafts' own law shows the bug. At T = 1.5 the
+    # drafter draws at 2.25; below 1 this pair's drafter is so peaked that squaring the
+    # temperature moves little mass (the power table says how little).
+    EngineCase("mis-described-drafter", AcceptanceRule.STOCHASTIC,
+               SamplerConfig(temperature=1.5), 40, ("draft-law",)),
+    # BATCH_SLOTS requests verified together; every row of a step reads one row of
+    # uniforms, which the trace records, so the batch check sees the rows of one step
+    # read the same uniform (and the fresh check sees a uniform read twice). Without the
+    # uniforms the batch check's shared-coin z-score has to do (the power table).
+    EngineCase("shared-batch-coin", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
+               2, ("batch", "fresh"), records_uniforms=True),
 )
+BATCH_SLOTS = 4
+"""The requests a batched engine verifies in one step."""
+BATCH_PROMPTS = ("ROMEO:\n", "JULIET:\n", "MERCUTIO:\n", "TYBALT:\n")
+BATCH_BUGS = frozenset({"shared-batch-coin"})
 
 
 def _draw(weights: np.ndarray, u: float) -> int:
@@ -103,7 +121,7 @@ def _decide(
         rule = AcceptanceRule.STOCHASTIC
         bug = None
     if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
-                              "raw-logits-q"):
+                              "raw-logits-q", "mis-described-drafter", "shared-batch-coin"):
         verdict = verify_tokenwise(rule, mx.array(p.astype(np.float32)),
                                mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
                                else None, mx.array(drafts), mx.array(uniforms))
@@ -136,16 +154,21 @@ def _trim(cache: list[Any], count: int) -> None:
 def run_engine(
     case: EngineCase | None, rounds: int, *, seed: int = 0, record_uniforms: bool = False,
     config: SamplerConfig | None = None, rule: AcceptanceRule | None = None, k: int = 4,
-    pair: Any = None,
+    pair: Any = None, prompt_text: str = PROMPT, verify_seed: int | None = None,
 ) -> str:
-    """Run `rounds` rounds of the engine (correct when `case` is None); return its trace."""
+    """Run `rounds` rounds of the engine (correct when `case` is None); return its trace.
+
+    With `verify_seed`, round r verifies with the uniforms of round r of that seed, not of
+    `seed`: engines given the same `verify_seed` share their verification coins round by
+    round, as the rows of one batch do when a batched engine draws one row of uniforms.
+    """
     from mlx_lm.models.cache import make_prompt_cache
 
     pair = pair or load_pair()
     bug = case.bug if case else None
     config = config or (case.config if case else SamplerConfig(temperature=1.0))
     rule = rule or (case.rule if case else AcceptanceRule.STOCHASTIC)
-    prompt = [int(t) for t in pair.tokenizer.encode(PROMPT)]
+    prompt = [int(t) for t in pair.tokenizer.encode(prompt_text)]
     vocab = int(pair.target.args.vocab_size)
     out = io.StringIO()
     logits_rows = config.uses_history  # so the kit rebuilds p with the drafts in the history
@@ -172,6 +195,10 @@ def run_engine(
             law = effective_token_distribution(logits, config, context)
             claimed = (effective_token_distribution(logits, SamplerConfig(temperature=1.0))
                        if bug == "raw-logits-q" else law)
+            if bug == "mis-described-drafter":  # the temperature applied a second time
+                law = effective_token_distribution(
+                    logits, dataclasses.replace(config, temperature=config.temperature ** 2),
+                    context)
             token = int(np.array(sample_from_distribution(
                 law, randomness.draft[j])))
             drafts.append(token)
@@ -187,6 +214,9 @@ def run_engine(
         p = np.array(mx.stack(rows), dtype=np.float64)
         q = np.array(mx.stack(claimed_q), dtype=np.float64)
         uniforms = np.array(randomness.verify, dtype=np.float32)
+        if verify_seed is not None:  # keyed by round, far apart, so no round re-reads one
+            uniforms = np.array(round_uniforms(verify_seed, writer.rounds * 1000, k).verify,
+                                dtype=np.float32)
         accepted, next_token = _decide(bug, rule, p, q, drafts, uniforms)
         emitted = [*drafts[:accepted], next_token]
         plan = rewind_trim(k, accepted)
@@ -213,6 +243,52 @@ def run_engine(
     return out.getvalue()
 
 
+def run_batched_engine(
+    case: EngineCase | None, rounds: int, *, seed: int = 0, record_uniforms: bool = False,
+    config: SamplerConfig | None = None, pair: Any = None,
+) -> str:
+    """`BATCH_SLOTS` requests verified in lockstep, one batch step per round; a version 2
+    trace, one run per request, each round with its step and slot. With the shared-coin bug
+    every row of a step reads the same uniforms; without it each request has its own seed."""
+    pair = pair or load_pair()
+    shared = case is not None and case.bug == "shared-batch-coin"
+    config = config or (case.config if case else SamplerConfig(temperature=1.0))
+    slots = []
+    for slot, prompt_text in enumerate(BATCH_PROMPTS[:BATCH_SLOTS]):
+        text = run_engine(None, rounds, seed=seed * BATCH_SLOTS + slot, pair=pair,
+                          record_uniforms=record_uniforms, config=config,
+                          prompt_text=prompt_text, verify_seed=seed if shared else None)
+        slots.append([json.loads(line) for line in text.splitlines()])
+    header = slots[0][0]
+    lines = [{"format": header["format"], "version": 2, "vocab_size": header["vocab_size"],
+              "engine": f"broken batched engine: {'shared-batch-coin' if shared else 'none'}"}]
+    for slot, records in enumerate(slots):
+        run = {"record": "run", "run": f"request-{slot}"}
+        run.update({key: records[0][key] for key in ("prompt", "target_sampler",
+                                                     "draft_sampler") if key in records[0]})
+        lines.append(run)
+    for step in range(rounds):
+        for slot, records in enumerate(slots):
+            lines.append({**records[1 + step], "run": f"request-{slot}",
+                          "batch": {"step": step, "slot": slot}})
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+
+
+def run_case(
+    case: EngineCase | None, rounds: int, *, pair: Any = None, seed: int = 0,
+    record_uniforms: bool = False, like: EngineCase | None = None,
+) -> str:
+    """The trace of `case` (or, with `case` None, of a correct engine run as `like` is: its
+    sampler, rule and batching): `run_batched_engine` for a batch bug, else `run_engine`."""
+    shape = case or like
+    if shape is not None and shape.bug in BATCH_BUGS:
+        return run_batched_engine(case, rounds, seed=seed, record_uniforms=record_uniforms,
+                                  config=shape.config, pair=pair)
+    return run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=record_uniforms,
+                      config=shape.config if shape else None,
+                      rule=shape.rule if shape else None)
+
+
 def _settings(config: SamplerConfig) -> str:
     """The sampler fields that differ from their defaults."""
     default = SamplerConfig()
@@ -221,18 +297,112 @@ def _settings(config: SamplerConfig) -> str:
     return ", ".join(changed) or "temperature=1.0"
 
 
+POWER_TARGET = 0.99
+POWER_MAX_ROUNDS = 600
+"""The longest correct trace the power search reads; beyond it the table says "more"."""
+POWER_SEEDS = 20
+POWER_VARIANTS = (
+    # The same bugs at settings where they are harder to see, or without uniforms.
+    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None),
+    ("mis-described-drafter", SamplerConfig(temperature=0.5), None),
+    ("shared-batch-coin", None, False),
+)
+"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own)."""
+
+
+def _power_cases() -> list[EngineCase]:
+    """Every broken engine, then the variants of `POWER_VARIANTS`."""
+    cases = list(BUGS)
+    for bug, config, uniforms in POWER_VARIANTS:
+        case = next(c for c in BUGS if c.bug == bug)
+        cases.append(dataclasses.replace(
+            case, config=config or case.config,
+            records_uniforms=case.records_uniforms if uniforms is None else uniforms))
+    return cases
+
+
+def rounds_to_catch(
+    case: EngineCase, pair: Any, read: Callable[[str], Any], *, seed: int = 0
+) -> tuple[int | None, str, float]:
+    """The fewest rounds after which some check's power against `case.bug`, computed by the
+    kit on a correct trace of the case's settings, reaches `POWER_TARGET`: (rounds or None
+    when `POWER_MAX_ROUNDS` do not suffice, the check, its power there)."""
+    from specaccept.conformance import check_trace
+
+    text = run_case(None, POWER_MAX_ROUNDS, pair=pair, seed=seed, like=case,
+                    record_uniforms=case.records_uniforms)
+    full = read(text)
+    per_round = BATCH_SLOTS if case.bug in BATCH_BUGS else 1
+
+    def best(rounds: int) -> tuple[float, str]:
+        prefix = dataclasses.replace(full, rounds=full.rounds[:rounds * per_round])
+        report = check_trace(prefix)
+        found = [(p.probability, c.name) for c in report.checks for p in c.power
+                 if p.bug == case.bug and p.probability is not None]
+        return max(found, default=(0.0, "none"))
+
+    top, name = best(POWER_MAX_ROUNDS)
+    if top < POWER_TARGET:
+        return None, name, top
+    low, high = 0, POWER_MAX_ROUNDS  # best(low) < target <= best(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if best(middle)[0] >= POWER_TARGET:
+            high = middle
+        else:
+            low = middle
+    top, name = best(high)
+    return high, name, top
+
+
+def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], Any]) -> None:
+    from specaccept.conformance import Verdict
+
+    print(f"\n### Rounds to catch each bug with probability {POWER_TARGET}\n")
+    print(f"For each broken engine, the fewest rounds after which the kit's own power model, "
+          f"read on a correct trace of the same settings (seed 0), gives some check a power "
+          f"of at least {POWER_TARGET} against the bug (searched up to {POWER_MAX_ROUNDS} "
+          f"rounds; a batched engine's rounds are batch steps of {BATCH_SLOTS} requests); "
+          f"then the share of {POWER_SEEDS} seeds' traces of the broken engine, as long, that "
+          "this check fails (alpha = 1e-4).\n")
+    print(f"| bug | rule | sampler | uniforms | check | rounds for power >= {POWER_TARGET} "
+          f"(model) | caught, {POWER_SEEDS} seeds (measured) |")
+    print("|---|---|---|---|---|---|---|")
+    for case in _power_cases():
+        rounds, name, power = rounds_to_catch(case, pair, read)
+        if rounds is None:
+            cell = f"more than {POWER_MAX_ROUNDS} (power {power:.4f} at {POWER_MAX_ROUNDS})"
+            measured = "not run"
+        else:
+            cell = str(rounds)
+            caught = 0
+            for seed in range(POWER_SEEDS):
+                report = check(run_case(case, rounds, pair=pair, seed=seed,
+                                        record_uniforms=case.records_uniforms))
+                caught += any(c.name == name and c.verdict is Verdict.FAIL
+                              for c in report.checks)
+            measured = f"{caught} of {POWER_SEEDS}"
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | "
+              f"{'yes' if case.records_uniforms else 'no'} | {name} | {cell} | {measured} |")
+        sys.stdout.flush()
+
+
 def _main() -> None:
     import tempfile
 
     from specaccept.conformance import Verdict, check_trace, read_trace
 
     pair = load_pair()
-    def check(text: str) -> Any:
+
+    def trace(text: str) -> Any:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
             handle.write(text)
-        report = check_trace(read_trace(handle.name))
+        parsed = read_trace(handle.name)
         os.unlink(handle.name)
-        return report
+        return parsed
+
+    def check(text: str) -> Any:
+        return check_trace(trace(text))
 
     if sys.argv[1:] == ["--position-keyed"]:
         _position_keyed_detection(pair, check)
@@ -240,23 +410,26 @@ def _main() -> None:
     print("Produced by:\n\n```sh\npython tests/broken_engines.py\n```\n")
     print(f"Device {mx.default_device()}, seed 0, prompt {PROMPT!r}, k = 4, the embedded pair; "
           "each broken engine traced without its uniforms, so replay does not run, except "
-          "where the uniforms column says yes.\n")
+          "where the uniforms column says yes. The batched engine verifies "
+          f"{BATCH_SLOTS} requests a step (prompts {', '.join(map(repr, BATCH_PROMPTS))}); "
+          "its rounds are steps.\n")
     print("| bug | rule | sampler | rounds | uniforms | checks that fail (alpha = 1e-4 each) | "
           "power of a correct trace of as many rounds |")
     print("|---|---|---|---|---|---|---|")
     for case in BUGS:
-        report = check(run_engine(case, case.rounds, pair=pair,
-                                  record_uniforms=case.records_uniforms))
+        report = check(run_case(case, case.rounds, pair=pair,
+                                record_uniforms=case.records_uniforms))
         failed = [f"{c.name} ({c.statistic})" for c in report.checks
                   if c.verdict is Verdict.FAIL]
-        correct = check(run_engine(None, case.rounds, pair=pair, config=case.config,
-                                   rule=case.rule, record_uniforms=case.records_uniforms))
+        correct = check(run_case(None, case.rounds, pair=pair, like=case,
+                                 record_uniforms=case.records_uniforms))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
                  if p.bug == case.bug and p.probability is not None]
         print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
               f"{'yes' if case.records_uniforms else 'no'} | "
               f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
+    _power_table(pair, check, trace)
 
 
 def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:

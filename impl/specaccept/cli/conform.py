@@ -44,9 +44,10 @@ def _alpha(text: str) -> float:
 def add_parser(commands: Any) -> None:
     """Register `conform` on the subparsers action `commands`."""
     conform: argparse.ArgumentParser = commands.add_parser(
-        "conform", help="check an engine's trace against the spec (six checks)",
+        "conform", help="check an engine's trace against the spec (nine checks)",
         description="Check a speculative-decoding trace (spec/trace_format.md): replay, "
-        "support, acceptance, law and rewind, each with its statistic, threshold, verdict "
+        "fresh randomness, support, acceptance, law, rewind, draft law, history and batch, "
+        "each with its statistic, threshold, verdict "
         "and power against the known bug classes; a trace's tree rounds get the same checks "
         "made for trees.",
     )

@@ -22,7 +22,9 @@ from specaccept.core.sampler_config import SamplerConfig
 __all__ = [
     "BUG_CLASSES",
     "DRAFT_CACHE_OVER_TRIM",
+    "MIS_DESCRIBED_DRAFTER",
     "POSITION_KEYED_UNIFORMS",
+    "SHARED_BATCH_COIN",
     "BonusLaws",
     "BugClass",
     "Outcome",
@@ -41,6 +43,9 @@ class Outcome:
     """`[V]`: probability that the draft is rejected and y emitted instead."""
     claimed_q: np.ndarray
     """`[V]`: the q the engine would record (the kit's closed form reads it)."""
+    drafted: np.ndarray | None = None
+    """`[V]`: the law the draft was drawn from, when it is not `claimed_q` (the draft-law
+    check reads it); None when the draft was drawn from the q the engine records."""
 
     @property
     def acceptance(self) -> float:
@@ -67,15 +72,15 @@ def _decide(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, test_q: np.ndarr
         keep = np.where(p > 0, keep, 0.0)
         accepted = q * keep
         residual = _normalised(np.maximum(p - test_q, 0.0), p)
-        return Outcome(accepted, (1.0 - accepted.sum()) * residual, test_q)
+        return Outcome(accepted, (1.0 - accepted.sum()) * residual, test_q, q)
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         winner = np.zeros_like(p)
         winner[int(np.argmax(p))] = 1.0
         accepted = q * winner
-        return Outcome(accepted, winner * (1.0 - accepted.sum()), test_q)
+        return Outcome(accepted, winner * (1.0 - accepted.sum()), test_q, q)
     # sampler-match: the draw x from p is kept iff it equals the draft.
     accepted = p * q
-    return Outcome(accepted, p - accepted, test_q)
+    return Outcome(accepted, p - accepted, test_q, q)
 
 
 def correct_outcome(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray) -> Outcome:
@@ -207,6 +212,41 @@ class _PenaltiesBlindToDrafts(BugClass):
         return p_blind
 
 
+# --- Drafters whose recorded law is not the law they drew from (the draft-law check) ---
+
+
+class _MisDescribedDrafter(BugClass):
+    """Draws at temperature T**2 while recording the law at T: a temperature applied twice.
+
+    With q = softmax(l / T) recorded, the drafts come from softmax(l / T**2), which is
+    proportional to q ** (1 / T) on q's support.
+    """
+
+    models_positions = True
+    # The engine tests with the q it records, so its decisions replay faithfully.
+    hidden_from_replay = True
+
+    def outcome(
+        self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
+        draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+    ) -> Outcome | str:
+        if draft_sampler is None:
+            return "needs the drafter's sampler in the header"
+        temperature = draft_sampler.temperature
+        if temperature == 0.0:
+            return "a greedy drafter has no temperature to apply twice"
+        if temperature == 1.0:
+            return "at temperature 1 a temperature applied twice leaves q as it is"
+        drawn = np.where(q > 0, np.power(np.where(q > 0, q, 1.0), 1.0 / temperature), 0.0)
+        return _decide(rule, p, drawn / drawn.sum(), q)
+
+
+MIS_DESCRIBED_DRAFTER = _MisDescribedDrafter(
+    "mis-described-drafter",
+    "draw the drafts at temperature T**2 while recording q at T (a temperature applied twice)")
+"""Scored by the draft-law check (and, through the rule, by acceptance and law)."""
+
+
 DRAFT_CACHE_OVER_TRIM = BugClass(
     "draft-cache-over-trim", "trim the draft cache two entries too many (seed #994)")
 """Scored by the rewind check."""
@@ -214,6 +254,10 @@ POSITION_KEYED_UNIFORMS = BugClass(
     "position-keyed-uniforms", "key block verification's tests by absolute position, so a "
     "round re-reads the tests the last one's kept length read")
 """Scored by the fresh-randomness check."""
+SHARED_BATCH_COIN = BugClass(
+    "shared-batch-coin", "verify the requests of one batch step with one row of uniforms "
+    "shared by every request")
+"""Scored by the batch check."""
 
 BUG_CLASSES: tuple[BugClass, ...] = (
     _ResampleFromP("resample-from-p",
@@ -228,6 +272,8 @@ BUG_CLASSES: tuple[BugClass, ...] = (
                             "compute row i's penalties without drafts[:i] in the history"),
     DRAFT_CACHE_OVER_TRIM,
     POSITION_KEYED_UNIFORMS,
+    MIS_DESCRIBED_DRAFTER,
+    SHARED_BATCH_COIN,
 )
 """Every known bug class, in report order."""
 

@@ -1,6 +1,7 @@
-"""`check_trace`: the six conformance checks on one trace, and the power model they share.
+"""`check_trace`: the conformance checks on one trace, and the power model they share.
 
-Each check has its own module (replay, fresh, support, acceptance, law, rewind) with its
+Each check has its own module (replay, fresh, support, acceptance, law, rewind, and
+draftlaw, history, batch) with its
 statistic, threshold, verdict and power; ``spec/trace_format.md`` defines the trace and
 ``docs/conformance.md`` says why each check is built as it is.
 """
@@ -10,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specaccept.conformance.acceptance import check_acceptance
+from specaccept.conformance.batch import check_batch
 from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes
+from specaccept.conformance.draftlaw import check_draft_law
 from specaccept.conformance.fresh import check_fresh
+from specaccept.conformance.history import check_history
 from specaccept.conformance.law import check_law
 from specaccept.conformance.positions import Position, claimed_rule, decided_positions
 from specaccept.conformance.replay import check_replay, replay_power
@@ -58,7 +62,7 @@ def check_trace(
     trace: Trace, *, alpha: float = DEFAULT_ALPHA,
     progress: Callable[[str], None] | None = None,
 ) -> ConformanceReport:
-    """Run the six checks on a parsed trace's chain rounds, and the six tree checks on its
+    """Run the chain checks on a parsed trace's chain rounds, and the six tree checks on its
     tree rounds (a trace of tree rounds alone gets the tree checks alone).
 
     Args:
@@ -78,6 +82,9 @@ def check_trace(
         ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
         ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
         ("rewind", lambda: check_rewind(trace)),
+        ("draft-law", lambda: check_draft_law(trace, alpha)),
+        ("history", lambda: check_history(positions, alpha, outcomes, bonus)),
+        ("batch", lambda: check_batch(trace, positions, alpha)),
     )
     if trace.rounds or not trace.tree_rounds:
         for label, run in runs:

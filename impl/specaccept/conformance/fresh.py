@@ -14,13 +14,15 @@ from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.conformance.trace import Round, Trace
 from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["UNIFORM_SPACING", "check_fresh"]
+__all__ = [
+    "UNIFORM_SPACING", "check_fresh", "coincidence_threshold", "read_uniforms", "uniform_spacing",
+]
 
 UNIFORM_SPACING = 2.0**-24
 """The spec's uniforms are multiples of 2**-24: two fresh ones coincide with that probability."""
 
 
-def _read_uniforms(round_: Round) -> list[float]:
+def read_uniforms(round_: Round) -> list[float]:
     """The recorded uniforms the claimed rule reads (`read_cells`), unrecorded ones left out."""
     u = round_.uniforms
     if u is None:
@@ -28,7 +30,7 @@ def _read_uniforms(round_: Round) -> list[float]:
     return [float(u[i, j]) for i, j in read_cells(round_) if not math.isnan(u[i, j])]
 
 
-def _spacing(values: Sequence[float]) -> float:
+def uniform_spacing(values: Sequence[float]) -> float:
     """The spacing of the coarsest grid every recorded uniform lies on, at least 2**-24.
 
     Values that all lie on a coarser grid (fewer binary digits, or decimals written
@@ -46,12 +48,12 @@ def _spacing(values: Sequence[float]) -> float:
     return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
 
 
-def _coincidence_threshold(mean_bound: float, alpha: float) -> int:
+def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
 
     A block trace of 1,000 rounds of k = 4 reads 5,000 uniforms, 40 rounds 200:
 
-    >>> [_coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
+    >>> [coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
     [7, 2]
     """
     c, tail = 1, mean_bound
@@ -89,8 +91,8 @@ def check_fresh(trace: Trace, alpha_level: float) -> CheckResult:
     if not rounds:
         return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
                            "the trace records no uniforms")
-    read = [_read_uniforms(r) for r in rounds]
-    spacing = _spacing([v for values in read for v in values])
+    read = [read_uniforms(r) for r in rounds]
+    spacing = uniform_spacing([v for values in read for v in values])
     earlier: dict[float, Round] = {}
     rereads, mean_bound, first = 0, 0.0, ""
     for round_, values in zip(rounds, read, strict=True):
@@ -104,7 +106,7 @@ def check_fresh(trace: Trace, alpha_level: float) -> CheckResult:
                     "a later round must read fresh uniforms (keyed by round, not by position)")
         for value in values:
             earlier.setdefault(value, round_)
-    critical = _coincidence_threshold(mean_bound, alpha_level)
+    critical = coincidence_threshold(mean_bound, alpha_level)
     expected = _position_keyed_rereads(rounds)
     power = Power(POSITION_KEYED_UNIFORMS.id, float(expected >= critical) if any(
         claimed_rule(r) is AcceptanceRule.BLOCK for r in rounds) else None,

@@ -11,13 +11,13 @@ from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, Outcome, Positio
 from specaccept.conformance.positions import Position, token_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
 
-__all__ = ["LAW_SEED", "check_law"]
+__all__ = ["LAW_SEED", "check_law", "mean_bin_law", "pit_bounds", "pit_chi_square", "pit_power"]
 
 LAW_SEED = 0
 """The seed of the randomised PIT, so a verdict is reproducible."""
 _MIN_LAW_TOKENS = 10
 
-def _pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per token, the interval [lo, lo + p) the randomised PIT maps it into.
 
     Tokens are ordered by `key` descending, ties by id: an order fixed before the
@@ -39,7 +39,7 @@ def _keys(position: Position, ordering: str) -> np.ndarray:
     return position.p
 
 
-def _mean_bin_law(
+def mean_bin_law(
     bounds: Sequence[tuple[np.ndarray, np.ndarray]], laws: Sequence[np.ndarray], bins: int
 ) -> np.ndarray:
     """The PIT's distribution over `bins` equal bins, averaged over positions.
@@ -69,6 +69,26 @@ def _mean_bin_law(
     return mean
 
 
+def pit_chi_square(u: np.ndarray, bins: int) -> tuple[float, float]:
+    """Pearson's chi-square of PIT values against the uniform law on `bins` equal bins:
+    (statistic, p-value on bins - 1 degrees of freedom)."""
+    counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
+    expected = u.size / bins
+    chi2 = float(np.sum((counts - expected) ** 2 / expected))
+    return chi2, float(stats.chi2.sf(chi2, bins - 1))
+
+
+def pit_power(
+    bounds: Sequence[tuple[np.ndarray, np.ndarray]], laws: Sequence[np.ndarray], bins: int,
+    critical: float,
+) -> float:
+    """The probability that `pit_chi_square` exceeds `critical` when the token at each
+    position is drawn from `laws[n]` (non-central chi-square approximation)."""
+    mean_bins = mean_bin_law(bounds, laws, bins)
+    noncentrality = len(laws) * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
+    return float(stats.ncx2.sf(critical, bins - 1, noncentrality))
+
+
 def check_law(
     positions: Sequence[Position], alpha_level: float, bug_outcomes: PositionOutcomes,
     bonus_bug_laws: BonusLaws,
@@ -84,17 +104,15 @@ def check_law(
     rng = np.random.default_rng(LAW_SEED)
     jitter = rng.random(n)
     statistics, p_values = [], []
-    bounds = {ordering: [_pit_bounds(pos.p, _keys(pos, ordering)) for pos in positions]
+    bounds = {ordering: [pit_bounds(pos.p, _keys(pos, ordering)) for pos in positions]
               for ordering in ("p", "q/p")}
     for ordering in ("p", "q/p"):
         u = np.array([lo[pos.emitted] + jitter[j] * width[pos.emitted]
                       for j, (pos, (lo, width)) in enumerate(zip(positions, bounds[ordering],
                                                                   strict=True))])
-        counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
-        expected = n / bins
-        chi2 = float(np.sum((counts - expected) ** 2 / expected))
+        chi2, p_value = pit_chi_square(u, bins)
         statistics.append(chi2)
-        p_values.append(float(stats.chi2.sf(chi2, bins - 1)))
+        p_values.append(p_value)
     critical = float(stats.chi2.isf(alpha_level / 2, bins - 1))
     failed = min(p_values) < alpha_level / 2
     powers = []
@@ -114,9 +132,7 @@ def check_law(
             continue
         best = 0.0
         for ordering in ("p", "q/p"):
-            mean_bins = _mean_bin_law(bounds[ordering], laws, bins)
-            noncentrality = n * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
-            best = max(best, float(stats.ncx2.sf(critical, bins - 1, noncentrality)))
+            best = max(best, pit_power(bounds[ordering], laws, bins, critical))
         powers.append(Power(bug.id, best, "non-central chi-square approximation"))
     return CheckResult(
         name, Verdict.FAIL if failed else Verdict.PASS,

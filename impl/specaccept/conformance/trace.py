@@ -66,7 +66,7 @@ _ROUND_KEYS = frozenset({
     "round", "position", "rule", "draft_tokens", "emitted", "target", "draft", "num_accepted",
     "uniforms", "cache", "stopped",
 })
-_ROUND_KEYS_V2 = _ROUND_KEYS | {"run", "extra"}
+_ROUND_KEYS_V2 = _ROUND_KEYS | {"run", "extra"} | {"batch"}
 _HEADER_KEYS_V2 = frozenset({"format", "version", "vocab_size", "engine", "extra"})
 _RUN_KEYS = frozenset({
     "record", "run", "prompt", "prompt_length", "target_sampler", "draft_sampler", "extra",
@@ -144,6 +144,9 @@ class Round:
     """When the target drops rejected entries, "eager" (before the round ends) or "lazy"."""
     draft_rewind: str = "eager"
     """The same for the drafter."""
+    batch: tuple[int, int] | None = None
+    """The batched verification forward that decided the round, and the round's row in it,
+    as a pair of step and slot (version 2's ``batch``); None when not recorded."""
 
     @property
     def k(self) -> int:
@@ -443,6 +446,7 @@ class _RunState:
         self.history: list[int] = list(run.prompt or [])
         self.position = 0
         self.rounds = 0
+        self.batch_step: int | None = None
 
 
 def _extra(record: Mapping[str, Any], line: int) -> None:
@@ -487,6 +491,7 @@ class _Reader:
             raise TraceError(line, "engine", f"must be a string, got {_brief(header['engine'])}")
         self.trace = Trace(header=header, vocab_size=self.vocab, version=version)
         self.open: dict[str, _RunState] = {}
+        self.batch_slots: dict[tuple[int, int], int] = {}
         if version == 1:
             self._open(_run_fields(header, "", line, self.vocab))
             return
@@ -661,6 +666,7 @@ class _Reader:
         cache, rewinds = None, {"target_rewind": "eager", "draft_rewind": "eager"}
         if record.get("cache") is not None:
             cache, rewinds = self._cache(record["cache"], line, state, k)
+        batch = self._batch(record, line, state)
         state.history += emitted
         state.position += len(emitted)
         state.rounds += 1
@@ -668,8 +674,38 @@ class _Reader:
             index=index, line=line, position=position, rule=rule, draft_tokens=drafts,
             emitted=emitted, num_accepted=accepted, target_rows=target, draft_rows=draft,
             uniforms=uniforms, cache=cache, stopped=stopped, target_logits=target_logits,
-            run=state.run, **rewinds,
+            run=state.run, **rewinds, batch=batch,
         )
+
+    # --- Batched verification (version 2's `batch`) ---
+
+    def _batch(
+        self, record: Mapping[str, Any], line: int, state: _RunState
+    ) -> tuple[int, int] | None:
+        """The round's (step, slot); a run's steps increase, and a slot of a step is one
+        round's."""
+        if record.get("batch") is None:
+            return None
+        value = record["batch"]
+        if not isinstance(value, dict) or set(value) != {"step", "slot"}:
+            raise TraceError(line, "batch", f"must be an object with exactly 'step' and 'slot', "
+                             f"got {_brief(value)}")
+        for key in ("step", "slot"):
+            if not _is_int(value[key]) or not 0 <= value[key] <= MAX_TOKEN_ID:
+                raise TraceError(line, f"batch.{key}", f"must be an int in [0, {MAX_TOKEN_ID}], "
+                                 f"got {_brief(value[key])}")
+        step, slot = int(value["step"]), int(value["slot"])
+        if state.batch_step is not None and step <= state.batch_step:
+            raise TraceError(line, "batch.step", f"is {step}, but run {state.run.id!r}'s "
+                             f"previous round was verified in step {state.batch_step}: a run's "
+                             "rounds are verified in increasing steps")
+        taken = self.batch_slots.get((step, slot))
+        if taken is not None:
+            raise TraceError(line, "batch.slot", f"slot {slot} of step {step} is already line "
+                             f"{taken}'s: one row of a batch verifies one round")
+        self.batch_slots[(step, slot)] = line
+        state.batch_step = step
+        return step, slot
 
     def _uniforms(self, value: list[Any], line: int) -> np.ndarray:
         """`[k+1, 2]` float32; version 2's null (a decision made without a recordable

@@ -20,8 +20,8 @@ import mlx.core as mx
 import numpy as np
 from scipy import stats
 
-from specaccept.conformance.fresh import _coincidence_threshold, _spacing
-from specaccept.conformance.law import LAW_SEED, _pit_bounds
+from specaccept.conformance.fresh import coincidence_threshold, uniform_spacing
+from specaccept.conformance.law import LAW_SEED, pit_bounds
 from specaccept.conformance.report import CheckResult, Verdict
 from specaccept.conformance.trace import Trace, TreeRound
 from specaccept.core.tree import TreeScheme, verify_tree
@@ -222,7 +222,7 @@ def check_tree_fresh(rounds: Sequence[TreeRound], alpha_level: float) -> CheckRe
     if not read:
         return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
                            "no tree round records its uniforms")
-    spacing = _spacing([v for _, values in read for v in values])
+    spacing = uniform_spacing([v for _, values in read for v in values])
     earlier: dict[float, TreeRound] = {}
     rereads, mean_bound, first = 0, 0.0, ""
     for round_, values in read:
@@ -237,7 +237,7 @@ def check_tree_fresh(rounds: Sequence[TreeRound], alpha_level: float) -> CheckRe
                        f"tree round {before.index} (line {before.line}) already read")
                     + ": every accept test and draw reads its own uniform")
             earlier.setdefault(value, round_)
-    critical = _coincidence_threshold(mean_bound, alpha_level)
+    critical = coincidence_threshold(mean_bound, alpha_level)
     return CheckResult(
         name, Verdict.FAIL if rereads >= critical else Verdict.PASS,
         f"re-read uniforms D = {rereads} of {sum(len(v) for _, v in read)} read "
@@ -390,7 +390,7 @@ def check_tree_law(rounds: Sequence[TreeRound], alpha_level: float) -> CheckResu
             if ordering == "q/p" and item.q is not None:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     key = np.where(item.p > 0, item.q / np.where(item.p > 0, item.p, 1), np.inf)
-            lo, width = _pit_bounds(item.p, key)
+            lo, width = pit_bounds(item.p, key)
             u[j] = lo[item.token] + jitter[j] * width[item.token]
         counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
         chi2 = float(np.sum((counts - n / bins) ** 2 / (n / bins)))
