@@ -716,28 +716,48 @@ MUTANTS: tuple[Mutant, ...] = (
         "eligible = (partial_sums > u[..., None] * partial_sums[..., -1:]) & positive",
         "eligible = (partial_sums >= u[..., None] * partial_sums[..., -1:]) & positive",
         "the fast path's draw with `>=`: it no longer emits the reference's token on a breakpoint",
-        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_from_distribution"
+        vectors=False,
+        first_tests=(
+            "tests/test_fused.py::"
+            "test_draw_matches_the_golden_vectors",
+        ),
+        scope="draw_from_distribution"
     ),
     mutant(
         "fused-first-eligible-inclusive", FUSED,
         "eligible = (partial_sums > threshold) & positive",
         "eligible = (partial_sums >= threshold) & positive",
         "the uncompiled fast path's draw with `>=`: it leaves the reference at a breakpoint",
-        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_by_first_eligible"
+        vectors=False,
+        first_tests=(
+            "tests/test_fused.py::"
+            "test_draw_matches_the_golden_vectors",
+        ),
+        scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-first-eligible-first-positive", FUSED,
         "last_positive = vocab_size - 1 - mx.argmax(positive[..., ::-1], axis=-1)",
         "last_positive = mx.argmax(positive, axis=-1)",
         "the uncompiled draw falls back to the first positive id, not the last",
-        vectors=False, first_tests=("tests/test_fused.py",), scope="draw_by_first_eligible"
+        vectors=False,
+        first_tests=(
+            "tests/test_fused.py::"
+            "test_draw_matches_the_golden_vectors",
+        ),
+        scope="draw_by_first_eligible"
     ),
     mutant(
         "fused-greedy-argmin", FUSED,
         "return mx.argmax(probs, axis=-1).astype(mx.int32)",
         "return mx.argmin(probs, axis=-1).astype(mx.int32)",
         "the greedy fast draw reads the one-hot law's argmin",
-        vectors=False, first_tests=("tests/test_fused.py",), scope="_greedy_or.argmax_of_one_hot"
+        vectors=False,
+        first_tests=(
+            "tests/test_fused.py::"
+            "test_draft_and_target_steps_match_the_golden_vectors",
+        ),
+        scope="_greedy_or.argmax_of_one_hot"
     ),
     mutant(
         "fused-resample-from-p", FUSED,
@@ -751,7 +771,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "rows = mx.concatenate([replacement, target_probs[k:]])",
         "rows = mx.concatenate([replacement, target_probs[k - 1 : k]])",
         "the fast path draws the bonus from row k - 1",
-        vectors=False, first_tests=("tests/test_fused.py",), scope="fused_verify_tokenwise"
+        vectors=False,
+        first_tests=(
+            "tests/test_fused.py::"
+            "test_fused_verify_tokenwise_matches_the_golden_vectors",
+        ),
+        scope="fused_verify_tokenwise"
     ),
     mutant(
         "fused-sum-of-accepted", FUSED,
@@ -1252,14 +1277,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "u[j] = lo[token] + 0.5 * width[token]",
         "each draft's PIT at the middle of its interval, not randomised across it: a "
         "discrete q is then not uniform, and a correct drafter fails",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="check_draft_law",
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_draft_law_passes_drafts_from_the_recorded_q_and_fails_a_temperature_applied_twice",
+        ),
+        scope="check_draft_law",
     ),
     mutant(
         "history-bets-everything", CONFORMANCE_HISTORY,
         "HISTORY_BET = 0.5", "HISTORY_BET = 1.0",
         "the whole wealth bet on p_blind: one token p_blind rules out sets it to 0 for good, "
         "and the bet never recovers",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,),
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_the_history_bet_survives_a_token_the_blind_law_rules_out",
+        ),
     ),
     mutant(
         "history-ratio-inverted", CONFORMANCE_HISTORY,
@@ -1267,7 +1301,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "ratio = np.where(p_blind > 0, p / np.where(p_blind > 0, p_blind, 1.0), np.inf)",
         "the likelihood ratio p / p_blind in place of p_blind / p: no longer a supermartingale "
         "under a correct engine, so Ville's bound is lost and correct traces fail",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_log_factor",
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_the_history_bet_false_alarms_at_most_alpha_and_catches_the_blind_law",
+        ),
+        scope="_log_factor",
     ),
     mutant(
         "batch-ignores-shared-uniforms", CONFORMANCE_BATCH,
@@ -1275,7 +1314,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "if other is not None and other is round_:",
         "a uniform counted as shared only when the same round reads it twice: a coin shared "
         "by the rows of a batch goes unseen",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_shared_uniforms",
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_the_batch_check_passes_independent_rows_and_names_a_shared_uniform",
+        ),
+        scope="_shared_uniforms",
     ),
     mutant(
         "batch-coin-term-of-one-request", CONFORMANCE_BATCH,
@@ -1283,7 +1327,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "term = (float(pa.accepted) - rho_a) * (float(pa.accepted) - rho_a)",
         "the shared-coin term squares one request's residual instead of pairing two: its "
         "mean is positive for independent rows, and a correct batch fails",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_pairs",
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_the_batch_check_passes_independent_rows_and_names_a_shared_uniform",
+        ),
+        scope="_pairs",
     ),
     mutant(
         "batch-step-may-repeat", CONFORMANCE_TRACE,
@@ -1291,6 +1340,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "if state.batch_step is not None and step < state.batch_step:",
         "a run's round read in the same batch step as its previous round: two rounds of one "
         "request cannot be verified by one forward",
-        vectors=False, first_tests=(NEW_CHECK_TESTS,), scope="_Reader._batch",
+        vectors=False,
+        first_tests=(
+            "tests/test_conformance_drafter_history_batch.py::"
+            "test_the_batch_field_is_read_checked_and_refused_where_it_cannot_be",
+        ),
+        scope="_Reader._batch",
     ),
 )

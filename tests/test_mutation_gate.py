@@ -104,6 +104,16 @@ def test_first_tests_run_after_the_first_stage_and_before_the_rest() -> None:
     assert gate.with_first_tests(stages, plain) == stages
 
 
+def test_a_mutant_no_vector_replays_runs_its_first_tests_before_the_first_stage() -> None:
+    gate = load_gate()
+    shell = gate.Mutant("m", "impl/x.py", (("a", "b"),), "breaks", vectors=False,
+                        first_tests=("tests/t.py",))
+    stages = [["first"], ["rest"]]
+    assert gate.with_first_tests(stages, shell) == [["tests/t.py"], ["first"], ["rest"]]
+    assert not gate.ran_vectors_first(shell)
+    assert gate.ran_vectors_first(gate.Mutant("n", "impl/x.py", (("a", "b"),), "breaks"))
+
+
 def test_the_pages_follow_the_mutated_source(tmp_path: Path) -> None:
     # A mutant must meet what the pages say, not the drift check: in the gate's copy the
     # page that shows the mutated function is rewritten to show the mutant, then restored.
