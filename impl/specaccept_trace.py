@@ -691,7 +691,8 @@ class RunWriter:
         if uniforms is not None:
             record["uniforms"] = self._uniforms(uniforms, k)
         if cache is not None:
-            record["cache"] = self._cache(cache)
+            record["cache"] = self._cache(
+                cache, _CACHE_V2 if self.trace.version == 2 else _CACHE_V1)
         if stopped:
             record["stopped"] = True
         if extra is not None:
@@ -832,21 +833,7 @@ class RunWriter:
                                     value)
                 record["uniforms"][key] = values
         if cache is not None:
-            if not isinstance(cache, Mapping):
-                raise _fail("cache", "be a mapping of offsets", cache)
-            for key in cache:
-                if key not in _TREE_CACHE:
-                    raise _fail("cache", f"hold only {_TREE_CACHE}", key)
-            if "target_before" not in cache:
-                raise _fail("cache", "hold target_before", dict(cache))
-            if ("draft_before" in cache) != ("draft_fed" in cache):
-                raise _fail("cache", "hold draft_before and draft_fed together, or neither",
-                            dict(cache))
-            if not self._has_length:
-                raise TraceWriteError("cache offsets need the prompt's length: pass prompt or "
-                                      "prompt_length to start_run")
-            record["cache"] = {key: _integer(f"cache[{key!r}]", value, 0, 2**63 - 1)
-                               for key, value in cache.items()}
+            record["cache"] = self._cache(cache, _TREE_CACHE)
         if stopped:
             record["stopped"] = True
         if extra is not None:
@@ -908,13 +895,16 @@ class RunWriter:
         self._pending_batch = (step, slot)
         return {"step": step, "slot": slot}
 
-    def _cache(self, cache: Mapping[str, int | str]) -> dict[str, int | str]:
+    def _cache(
+        self, cache: Mapping[str, int | str], known: tuple[str, ...]
+    ) -> dict[str, int | str]:
+        """The cache offsets of a round, each checked; `known` the fields its record takes."""
         if not isinstance(cache, Mapping):
             raise _fail("cache", "be a mapping of offsets", cache)
-        known = _CACHE_V2 if self.trace.version == 2 else _CACHE_V1
         for key in cache:
             if key not in known:
-                later = " (a version 2 field)" if key in _CACHE_V2 else ""
+                later = (" (a version 2 field)" if key in _CACHE_V2 and self.trace.version == 1
+                         else "")
                 raise _fail("cache", f"hold only {known}{later}", key)
         if "target_before" not in cache:
             raise _fail("cache", "hold target_before", dict(cache))

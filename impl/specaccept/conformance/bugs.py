@@ -11,6 +11,7 @@ the check that sees it scores it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,6 +31,7 @@ __all__ = [
     "Outcome",
     "PositionOutcomes",
     "correct_outcome",
+    "emitted_laws",
 ]
 
 
@@ -283,3 +285,25 @@ PositionOutcomes = dict[BugClass, list[Outcome | str | None]]
 BonusLaws = dict[BugClass, list[np.ndarray | None]]
 """Per bug class of single positions, per decided position: the law of an untested
 position's token under the bug; None where it stays p or the position is tested."""
+
+
+def emitted_laws(
+    target_laws: Sequence[np.ndarray], outcomes: Sequence[Outcome | str | None],
+    bonus_laws: Sequence[np.ndarray | None],
+) -> tuple[list[np.ndarray] | None, str]:
+    """The law of each position's emitted token under a bug, for the tests of emitted tokens.
+
+    A position the bug does not model (its outcome a note, or None) keeps its target law.
+    Returns (None, why) when no position's law moves: no test of the emitted tokens can see
+    the bug on this trace, and `why` joins the notes (or says no position was affected).
+    """
+    laws: list[np.ndarray] = []
+    notes: set[str] = set()
+    for p, outcome, bonus in zip(target_laws, outcomes, bonus_laws, strict=True):
+        law = outcome.emitted if isinstance(outcome, Outcome) else bonus
+        if isinstance(outcome, str):
+            notes.add(outcome)
+        laws.append(law if isinstance(law, np.ndarray) else p)
+    if all(np.array_equal(law, p) for law, p in zip(laws, target_laws, strict=True)):
+        return None, "; ".join(sorted(notes)) or "no position affected"
+    return laws, ""

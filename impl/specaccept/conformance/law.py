@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, Outcome, PositionOutcomes
+from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes, emitted_laws
 from specaccept.conformance.positions import Position, token_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
 
@@ -119,16 +119,10 @@ def check_law(
     for bug in BUG_CLASSES:
         if bug not in bug_outcomes:
             continue
-        laws: list[np.ndarray] = []
-        notes: set[str] = set()
-        for pos, outcome, bonus in zip(positions, bug_outcomes[bug], bonus_bug_laws[bug],
-                                       strict=True):
-            law = outcome.emitted if isinstance(outcome, Outcome) else bonus
-            if isinstance(outcome, str):
-                notes.add(outcome)
-            laws.append(law if isinstance(law, np.ndarray) else pos.p)
-        if all(np.array_equal(law, pos.p) for law, pos in zip(laws, positions, strict=True)):
-            powers.append(Power(bug.id, None, "; ".join(sorted(notes)) or "no position affected"))
+        laws, why_not = emitted_laws([pos.p for pos in positions], bug_outcomes[bug],
+                                     bonus_bug_laws[bug])
+        if laws is None:
+            powers.append(Power(bug.id, None, why_not))
             continue
         best = 0.0
         for ordering in ("p", "q/p"):
