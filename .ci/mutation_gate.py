@@ -424,7 +424,7 @@ def report(
                      f"`{GATE_TEST}` (it runs gates of its own). Each mutant runs the vector "
                      "replays and the core's tests first, then the rest only if they miss it; "
                      "a mutant no vector family replays runs the tests it names first instead "
-                     "(its vector cell reads *not run*). The first failing test is named.")
+                     "(its vector cell reads 'not run'). The first failing test is named.")
     lines.append("")
     if suite is not None:
         lines.append(f"- Killed by {suite_label}: {score(suite)}")
