@@ -1273,8 +1273,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draft-law, history and batch checks ----------------------------------------
     mutant(
         "draft-law-pit-at-the-midpoint", CONFORMANCE_DRAFT_LAW,
-        "u[j] = lo[token] + jitter[j] * width[token]",
-        "u[j] = lo[token] + 0.5 * width[token]",
+        "self.pit.add(pit_value(q, q, token, jitter))",
+        "self.pit.add(pit_value(q, q, token, 0.5))",
         "each draft's PIT at the middle of its interval, not randomised across it: a "
         "discrete q is then not uniform, and a correct drafter fails",
         vectors=False,
@@ -1282,7 +1282,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_conformance_drafter_history_batch.py::"
             "test_draft_law_passes_drafts_from_the_recorded_q_and_fails_a_temperature_applied_twice",
         ),
-        scope="check_draft_law",
+        scope="DraftLawState.update",
     ),
     mutant(
         "history-bets-everything", CONFORMANCE_HISTORY,
@@ -1310,8 +1310,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "batch-ignores-shared-uniforms", CONFORMANCE_BATCH,
-        "if other is not None and other is not round_:",
-        "if other is not None and other is round_:",
+        "if other is not None and other is not entry:",
+        "if other is not None and other is entry:",
         "a uniform counted as shared only when the same round reads it twice: a coin shared "
         "by the rows of a batch goes unseen",
         vectors=False,
@@ -1323,8 +1323,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "batch-coin-term-of-one-request", CONFORMANCE_BATCH,
-        "term = (float(pa.accepted) - rho_a) * (float(pb.accepted) - rho_b)",
-        "term = (float(pa.accepted) - rho_a) * (float(pa.accepted) - rho_a)",
+        "term = (float(acc_a) - rho_a) * (float(acc_b) - rho_b)",
+        "term = (float(acc_a) - rho_a) * (float(acc_a) - rho_a)",
         "the shared-coin term squares one request's residual instead of pairing two: its "
         "mean is positive for independent rows, and a correct batch fails",
         vectors=False,

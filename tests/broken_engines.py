@@ -434,11 +434,16 @@ def _main() -> None:
 
 def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
     """How many rounds the kit needs for the position-keyed engine, with and without uniforms."""
-    import dataclasses
     import tempfile
 
     from specaccept.conformance import DEFAULT_ALPHA, Verdict, read_trace
-    from specaccept.conformance.fresh import check_fresh
+    from specaccept.conformance.fresh import FreshState
+
+    def fresh_within(trace: Any, rounds: int) -> Any:
+        state = FreshState()
+        for round_ in trace.rounds[:rounds]:
+            state.update(round_)
+        return state.result(DEFAULT_ALPHA)
 
     case = next(c for c in BUGS if c.bug == "position-keyed-uniforms")
     seeds, rounds = 200, 14
@@ -455,9 +460,8 @@ def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
         trace = read_trace(handle.name)
         os.unlink(handle.name)
         caught_by.append(next(
-            (r for r in range(1, rounds + 1) if check_fresh(
-                dataclasses.replace(trace, rounds=trace.rounds[:r]), DEFAULT_ALPHA
-            ).verdict is Verdict.FAIL), rounds + 1))
+            (r for r in range(1, rounds + 1)
+             if fresh_within(trace, r).verdict is Verdict.FAIL), rounds + 1))
     print("| rounds | " + " | ".join(str(r) for r in range(1, rounds + 1)) + " |")
     print("|---" * (rounds + 1) + "|")
     print("| caught | " + " | ".join(

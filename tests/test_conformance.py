@@ -202,7 +202,7 @@ def test_conform_records_times_and_checks_an_engine_from_the_command_line(
 def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_written_on(
     pair: Any, tmp_path: Path
 ) -> None:
-    from specaccept.conformance.fresh import check_fresh
+    from specaccept.conformance.fresh import FreshState
 
     # A correct block engine whose uniforms were written with three decimals: 200 read
     # values on a grid of 1,000 points coincide about 20 times by chance alone. Bounded
@@ -216,7 +216,10 @@ def test_the_fresh_check_bounds_coincidences_on_the_grid_the_uniforms_were_writt
         rounded.append(json.dumps(record))
     path = tmp_path / "rounded.jsonl"
     path.write_text("\n".join(rounded) + "\n")
-    fresh = check_fresh(read_trace(path), 1e-4)
+    fresh_state = FreshState()
+    for round_ in read_trace(path).rounds:
+        fresh_state.update(round_)
+    fresh = fresh_state.result(1e-4)
     assert "spacing 2^-10" in fresh.statistic, fresh.statistic  # 10^-3, rounded to 2^-10
     assert fresh.verdict is Verdict.PASS, fresh.statistic
     rereads = int(fresh.statistic.split("D = ")[1].split()[0])

@@ -22,9 +22,8 @@ import pytest
 
 import specaccept_trace as st
 from specaccept.conformance import TraceError, Verdict, check_trace, read_trace
-from specaccept.conformance.batch import check_batch
-from specaccept.conformance.history import check_history
-from specaccept.conformance.positions import Position, decided_positions
+from specaccept.conformance.history import HistoryState
+from specaccept.conformance.positions import Position, RoundFacts
 from specaccept.conformance.trace import Round
 
 V = 8
@@ -135,16 +134,23 @@ def _blind_positions(rng: np.random.Generator, n: int, from_blind: bool) -> list
     return out
 
 
+def check_history(positions: list[Position], alpha: float) -> Any:
+    """The history check on these positions alone (no power model)."""
+    state = HistoryState()
+    state.update(RoundFacts(positions[0].round, positions, False))
+    return state.result(alpha)
+
+
 def test_the_history_bet_false_alarms_at_most_alpha_and_catches_the_blind_law() -> None:
     # Ville's inequality bounds the false alarms at every length, with no asymptotics:
     # 400 correct traces of 60 positions at alpha = 0.2 fail at most 0.2 of the time (up
     # to 3 binomial standard deviations); the bet is a supermartingale, so well below.
     rng = np.random.default_rng(7)
     alpha, replicates = 0.2, 400
-    alarms = sum(check_history(_blind_positions(rng, 60, False), alpha, {}, {}).verdict
+    alarms = sum(check_history(_blind_positions(rng, 60, False), alpha).verdict
                  is Verdict.FAIL for _ in range(replicates))
     assert alarms / replicates <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / replicates)
-    caught = sum(check_history(_blind_positions(rng, 60, True), 1e-4, {}, {}).verdict
+    caught = sum(check_history(_blind_positions(rng, 60, True), 1e-4).verdict
                  is Verdict.FAIL for _ in range(50))
     assert caught >= 45
 
@@ -157,7 +163,7 @@ def test_the_history_bet_survives_a_token_the_blind_law_rules_out() -> None:
     positions += [Position(round=stub, offset=1, p=p, q=None, draft=None, emitted=0,
                            accepted=False, p_blind=blind) for _ in range(40)]
     # One factor 1/2 for token 1, then 3/2 per token 0: the wealth recovers and crosses.
-    result = check_history(positions, 1e-4, {}, {})
+    result = check_history(positions, 1e-4)
     assert result.verdict is Verdict.FAIL, result.statistic
 
 
@@ -218,8 +224,8 @@ def _batched_trace(
 
 
 def _batch_check(text: str, tmp_path: Path) -> Any:
-    trace = read_trace(_path(tmp_path, text))
-    return check_batch(trace, decided_positions(trace), 1e-4)
+    report = check_trace(read_trace(_path(tmp_path, text)), alpha=1e-4)
+    return next(check for check in report.checks if check.name == "batch")
 
 
 def test_the_batch_check_passes_independent_rows_and_names_a_shared_uniform(

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from specaccept.conformance.bugs import BUG_CLASSES, Outcome, PositionOutcomes
+from specaccept.conformance.bugs import BUG_CLASSES, Outcome
+from specaccept.conformance.exact import ExactSum, LogSurvival, State
 from specaccept.conformance.positions import (
-    Position,
+    RoundFacts,
     is_full_block_round,
     token_rule,
     verify_block_round,
 )
 from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Round
 from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["check_acceptance"]
+__all__ = ["AcceptanceState"]
 
 
 def _closed_form(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray) -> float:
@@ -31,125 +30,199 @@ def _closed_form(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray) -> float:
     return float(np.dot(p, q))
 
 
-def _acceptance_z(accepted: np.ndarray, alpha: np.ndarray) -> tuple[float, int]:
-    """(z over the random positions, impossible outcomes at certain positions)."""
-    certain = (alpha <= 1e-12) | (alpha >= 1 - 1e-12)
-    impossible = int(np.count_nonzero(certain & (np.abs(accepted - alpha) > 0.5)))
-    variance = float(np.sum(alpha * (1 - alpha)))
-    if variance <= 0:
-        return 0.0, impossible
-    return float(np.sum(accepted - alpha)) / math.sqrt(variance), impossible
+def _is_certain(alpha: float) -> bool:
+    return alpha <= 1e-12 or alpha >= 1 - 1e-12
 
 
-def _acceptance_power(
-    alpha: np.ndarray, alpha_bug: np.ndarray, critical: float
-) -> float:
-    certain = (alpha <= 1e-12) | (alpha >= 1 - 1e-12)
-    caught_certain = 1.0 - float(np.prod(1.0 - np.abs(alpha_bug - alpha)[certain]))
-    sd0 = math.sqrt(float(np.sum(alpha * (1 - alpha))))
-    if sd0 == 0:
-        return caught_certain
-    shift = float(np.sum(alpha_bug - alpha)) / sd0
-    sd = math.sqrt(float(np.sum(alpha_bug * (1 - alpha_bug)))) / sd0
-    if sd == 0:
-        caught_z = 1.0 if abs(shift) > critical else 0.0
-    else:
-        caught_z = (0.5 * math.erfc((critical - shift) / (sd * math.sqrt(2)))
-                    + 0.5 * math.erfc((critical + shift) / (sd * math.sqrt(2))))
-    return max(caught_certain, caught_z)
+@dataclass
+class _BugTerms(State):
+    """One bug's acceptance power terms: sums over the positions it applies to."""
+
+    shift: ExactSum = field(default_factory=ExactSum)
+    """sum of (alpha_bug - alpha)."""
+    variance: ExactSum = field(default_factory=ExactSum)
+    """sum of alpha (1 - alpha)."""
+    variance_bug: ExactSum = field(default_factory=ExactSum)
+    """sum of alpha_bug (1 - alpha_bug)."""
+    certain: LogSurvival = field(default_factory=LogSurvival)
+    """prod of (1 - |alpha_bug - alpha|) over positions where alpha is certain."""
+
+    def add(self, alpha: float, alpha_bug: float) -> None:
+        self.shift.add(alpha_bug - alpha)
+        self.variance.add(alpha * (1 - alpha))
+        self.variance_bug.add(alpha_bug * (1 - alpha_bug))
+        if _is_certain(alpha):
+            self.certain.add(abs(alpha_bug - alpha))
+
+    def merge(self, other: _BugTerms) -> None:
+        self.shift.merge(other.shift)
+        self.variance.merge(other.variance)
+        self.variance_bug.merge(other.variance_bug)
+        self.certain.merge(other.certain)
+
+    def power(self, critical: float, scale: float) -> float:
+        caught_certain = 1.0 - self.certain.scaled(scale)
+        sd0 = math.sqrt(self.variance.value * scale)
+        if sd0 == 0:
+            return caught_certain
+        shift = self.shift.value * scale / sd0
+        sd = math.sqrt(self.variance_bug.value * scale) / sd0
+        if sd == 0:
+            caught_z = 1.0 if abs(shift) > critical else 0.0
+        else:
+            caught_z = (0.5 * math.erfc((critical - shift) / (sd * math.sqrt(2)))
+                        + 0.5 * math.erfc((critical + shift) / (sd * math.sqrt(2))))
+        return max(caught_certain, caught_z)
 
 
-def _block_rounds(positions: Sequence[Position]) -> list[Round]:
-    seen: dict[int, Round] = {}
-    for pos in positions:
-        if is_full_block_round(pos.round):
-            seen[pos.round.index] = pos.round
-    return list(seen.values())
+@dataclass
+class AcceptanceState(State):
+    """The acceptance check's state: exact sums of the martingale's terms and variances,
+    for token-level positions and block rounds, and the power model's sums per bug."""
 
+    positions_tested: int = 0
+    """Every tested position, scored or not (the difference is reported as left out)."""
+    tested: int = 0
+    accepted: int = 0
+    claimed: ExactSum = field(default_factory=ExactSum)
+    claimed_variance: ExactSum = field(default_factory=ExactSum)
+    impossible: int = 0
+    ceiling: ExactSum = field(default_factory=ExactSum)
+    ceiling_variance: ExactSum = field(default_factory=ExactSum)
+    beyond_ceiling: int = 0
+    accepted_at_zero_ceiling: int = 0
+    blocks: int = 0
+    block_tested: int = 0
+    kept: int = 0
+    block_means: ExactSum = field(default_factory=ExactSum)
+    block_variances: ExactSum = field(default_factory=ExactSum)
+    bug_terms: dict[str, _BugTerms] = field(default_factory=dict)
+    bug_notes: dict[str, set[str]] = field(default_factory=dict)
 
-def check_acceptance(
-    positions: Sequence[Position], alpha_level: float, bug_outcomes: PositionOutcomes,
-) -> CheckResult:
-    """Acceptance against the claimed rule's closed form, as one martingale z-score.
+    def update(self, facts: RoundFacts) -> None:
+        round_ = facts.round
+        self.positions_tested += sum(1 for pos in facts.positions if pos.tested)
+        rule = token_rule(round_)
+        for pos in facts.positions:
+            if not (pos.tested and pos.q is not None and rule is not None):
+                continue
+            claimed = _closed_form(rule, pos.p, pos.q)
+            ceiling = float(np.minimum(pos.p, pos.q).sum())
+            self.tested += 1
+            self.accepted += pos.accepted
+            self.claimed.add(claimed)
+            self.claimed_variance.add(claimed * (1 - claimed))
+            self.impossible += _is_certain(claimed) and abs(pos.accepted - claimed) > 0.5
+            self.ceiling.add(ceiling)
+            self.ceiling_variance.add(ceiling * (1 - ceiling))
+            self.beyond_ceiling += _is_certain(ceiling) and abs(pos.accepted - ceiling) > 0.5
+            self.accepted_at_zero_ceiling += ceiling <= 1e-12 and pos.accepted
+        if is_full_block_round(round_):
+            # Kept length against its law given the drafts.
+            law = np.array(verify_block_round(round_).accepted_length_law, dtype=np.float64)
+            mean = float(np.dot(np.arange(law.size), law))
+            variance = float(np.dot(np.arange(law.size) ** 2, law)) - mean * mean
+            self.blocks += 1
+            self.block_tested += min(len(round_.emitted), round_.k)
+            self.kept += round_.num_accepted
+            self.block_means.add(mean)
+            self.block_variances.add(max(variance, 0.0))
+            self.impossible += law[round_.num_accepted] <= 0
+        if facts.modelled:
+            self._power_terms(facts)
 
-    Token-level rules contribute one term per tested position, accepted minus the
-    rule's acceptance probability; block verification one term per round, the kept
-    length minus its mean under `accepted_length_law`.
-    """
-    name = "acceptance"
-    critical = float(stats.norm.isf(alpha_level / 2))
-    ceiling_critical = float(stats.norm.isf(alpha_level))
-    threshold = f"|z| <= {critical:.3f}, z_ceiling <= {ceiling_critical:.3f}"
-    tested: list[tuple[Position, AcceptanceRule, np.ndarray]] = []
-    for pos in positions:
-        rule = token_rule(pos.round)
-        if pos.tested and pos.q is not None and rule is not None:
-            tested.append((pos, rule, pos.q))
-    blocks = _block_rounds(positions)
-    skipped = sum(1 for pos in positions if pos.tested) - len(tested) - sum(
-        min(len(r.emitted), r.k) for r in blocks)
-    if not tested and not blocks:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "no tested position has q and a rule with a closed form")
-    accepted = np.array([float(pos.accepted) for pos, _, _ in tested])
-    claimed = np.array([_closed_form(rule, pos.p, q) for pos, rule, q in tested])
-    ceiling = np.array([float(np.minimum(pos.p, q).sum()) for pos, _, q in tested])
-    _, impossible = _acceptance_z(accepted, claimed)
-    # Block rounds: kept length against its law given the drafts.
-    kept = np.array([float(r.num_accepted) for r in blocks])
-    laws = [np.array(verify_block_round(r).accepted_length_law, dtype=np.float64) for r in blocks]
-    means = np.array([float(np.dot(np.arange(law.size), law)) for law in laws])
-    variances = np.array([float(np.dot(np.arange(law.size) ** 2, law)) - m * m
-                          for law, m in zip(laws, means, strict=True)])
-    impossible += sum(1 for law, t in zip(laws, kept, strict=True) if law[int(t)] <= 0)
-    variance = float(np.sum(claimed * (1 - claimed)) + np.sum(np.maximum(variances, 0)))
-    drift = float(np.sum(accepted - claimed) + np.sum(kept - means))
-    z = drift / math.sqrt(variance) if variance > 0 else 0.0
-    z_ceiling, beyond = _acceptance_z(accepted, ceiling) if tested else (0.0, 0)
-    above_ceiling = bool(tested) and (z_ceiling > ceiling_critical or (
-        beyond > 0 and bool(np.any((ceiling <= 1e-12) & (accepted > 0.5)))))
-    failed = abs(z) > critical or impossible > 0 or above_ceiling
-    details = []
-    if above_ceiling:
-        details.append(
-            f"IMPOSSIBLE: acceptance {accepted.mean():.4f} lies above the lossless ceiling "
-            f"sum min(p, q) = {ceiling.mean():.4f} (z_ceiling = {z_ceiling:.2f}): no lossless "
-            "rule accepts this often"
+    def _power_terms(self, facts: RoundFacts) -> None:
+        rule = token_rule(facts.round)
+        for bug in BUG_CLASSES:
+            outcomes = facts.outcomes.get(bug)
+            if outcomes is None:
+                continue
+            notes = self.bug_notes.setdefault(bug.id, set())
+            for pos, outcome in zip(facts.positions, outcomes, strict=True):
+                if not (pos.tested and pos.q is not None and rule is not None):
+                    continue
+                if isinstance(outcome, str):
+                    notes.add(outcome)
+                elif isinstance(outcome, Outcome):
+                    self.bug_terms.setdefault(bug.id, _BugTerms()).add(
+                        _closed_form(rule, pos.p, outcome.claimed_q), outcome.acceptance)
+
+    def merge(self, other: AcceptanceState) -> None:
+        for name in ("positions_tested", "tested", "accepted", "impossible", "beyond_ceiling",
+                     "accepted_at_zero_ceiling", "blocks", "block_tested", "kept"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("claimed", "claimed_variance", "ceiling", "ceiling_variance",
+                     "block_means", "block_variances"):
+            getattr(self, name).merge(getattr(other, name))
+        for bug, notes in other.bug_notes.items():
+            self.bug_notes.setdefault(bug, set()).update(notes)
+        for bug, terms in other.bug_terms.items():
+            if bug in self.bug_terms:
+                self.bug_terms[bug].merge(terms)
+            else:
+                self.bug_terms[bug] = terms
+
+    def result(self, alpha_level: float, power_scale: float = 1.0) -> CheckResult:
+        """Acceptance against the claimed rule's closed form, as one martingale z-score.
+
+        Token-level rules contribute one term per tested position, accepted minus the
+        rule's acceptance probability; block verification one term per round, the kept
+        length minus its mean under `accepted_length_law`.
+        """
+        from scipy import stats
+
+        name = "acceptance"
+        critical = float(stats.norm.isf(alpha_level / 2))
+        ceiling_critical = float(stats.norm.isf(alpha_level))
+        threshold = f"|z| <= {critical:.3f}, z_ceiling <= {ceiling_critical:.3f}"
+        skipped = self.positions_tested - self.tested - self.block_tested
+        if not self.tested and not self.blocks:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "no tested position has q and a rule with a closed form")
+        claimed, ceiling = self.claimed.value, self.ceiling.value
+        variance = self.claimed_variance.value + self.block_variances.value
+        drift = ExactSum([self.accepted, -claimed, self.kept, -self.block_means.value]).value
+        z = drift / math.sqrt(variance) if variance > 0 else 0.0
+        ceiling_variance = self.ceiling_variance.value
+        z_ceiling = ((self.accepted - ceiling) / math.sqrt(ceiling_variance)
+                     if self.tested and ceiling_variance > 0 else 0.0)
+        above_ceiling = bool(self.tested) and (z_ceiling > ceiling_critical or (
+            self.beyond_ceiling > 0 and self.accepted_at_zero_ceiling > 0))
+        failed = abs(z) > critical or self.impossible > 0 or above_ceiling
+        details = []
+        if above_ceiling:
+            details.append(
+                f"IMPOSSIBLE: acceptance {self.accepted / self.tested:.4f} lies above the "
+                f"lossless ceiling sum min(p, q) = {ceiling / self.tested:.4f} (z_ceiling = "
+                f"{z_ceiling:.2f}): no lossless rule accepts this often"
+            )
+        if self.impossible:
+            details.append(f"{self.impossible} decisions against a certain outcome "
+                           "(probability 0 or 1)")
+        if self.blocks:
+            details.append(f"{self.blocks} block-verification rounds scored by their kept "
+                           f"length (mean {self.kept / self.blocks:.3f}, closed form "
+                           f"{self.block_means.value / self.blocks:.3f})")
+        if skipped > 0:
+            details.append(f"{skipped} tested positions without q, full rows or a known rule "
+                           "were left out")
+        powers = []
+        for bug in BUG_CLASSES:
+            if bug.id not in self.bug_notes:
+                continue
+            terms = self.bug_terms.get(bug.id)
+            if terms is None:
+                powers.append(Power(bug.id, None, "; ".join(sorted(self.bug_notes[bug.id]))
+                                    or "no token-level tested position"))
+                continue
+            powers.append(Power(bug.id, terms.power(critical, power_scale),
+                                "normal approximation"))
+        counted = f"accepted {self.accepted} of {self.tested}, closed form {claimed:.1f}"
+        if self.blocks:
+            counted += (f"; {self.blocks} block rounds kept {self.kept}, closed form "
+                        f"{self.block_means.value:.1f}")
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"z = {z:.3f} ({counted}); z_ceiling = {z_ceiling:.3f}",
+            threshold, "; ".join(details), powers,
         )
-    if impossible:
-        details.append(f"{impossible} decisions against a certain outcome (probability 0 or 1)")
-    if blocks:
-        details.append(f"{len(blocks)} block-verification rounds scored by their kept length "
-                       f"(mean {kept.mean():.3f}, closed form {means.mean():.3f})")
-    if skipped > 0:
-        details.append(f"{skipped} tested positions without q, full rows or a known rule "
-                       "were left out")
-    powers = []
-    for bug in BUG_CLASSES:
-        outcomes = bug_outcomes.get(bug)
-        if outcomes is None:
-            continue
-        usable = [(pos, o) for pos, o in zip(positions, outcomes, strict=True)
-                  if pos.tested and pos.q is not None and token_rule(pos.round) is not None]
-        applicable = [(pos, o) for pos, o in usable if isinstance(o, Outcome)]
-        if not applicable:
-            notes = {o for _, o in usable if isinstance(o, str)}
-            powers.append(Power(bug.id, None, "; ".join(sorted(notes)) or
-                                "no token-level tested position"))
-            continue
-        claimed_bug = np.array([
-            _closed_form(token_rule(pos.round) or AcceptanceRule.STOCHASTIC, pos.p,
-                         o.claimed_q)
-            for pos, o in applicable])
-        actual_bug = np.array([o.acceptance for _, o in applicable])
-        powers.append(Power(bug.id, _acceptance_power(claimed_bug, actual_bug, critical),
-                            "normal approximation"))
-    counted = f"accepted {int(accepted.sum())} of {len(tested)}, closed form {claimed.sum():.1f}"
-    if blocks:
-        counted += f"; {len(blocks)} block rounds kept {int(kept.sum())}, closed form " \
-                   f"{means.sum():.1f}"
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"z = {z:.3f} ({counted}); z_ceiling = {z_ceiling:.3f}",
-        threshold, "; ".join(details), powers,
-    )

@@ -21,62 +21,37 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from scipy import stats
-
-from specaccept.conformance.acceptance import check_acceptance
+from specaccept.conformance.acceptance import AcceptanceState
 from specaccept.conformance.bugs import SHARED_BATCH_COIN
+from specaccept.conformance.exact import State
 from specaccept.conformance.fresh import coincidence_threshold, read_uniforms, uniform_spacing
-from specaccept.conformance.law import check_law
-from specaccept.conformance.positions import Position, claimed_rule, read_cells
+from specaccept.conformance.law import LawState
+from specaccept.conformance.positions import Position, RoundFacts, claimed_rule, read_cells
 from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Round, Trace
 from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["check_batch"]
+__all__ = ["BatchState", "PieceConflict"]
 
 
-def _steps(trace: Trace) -> dict[int, list[Round]]:
-    """The batched rounds by step, each step's rounds in slot order."""
-    steps: dict[int, list[Round]] = defaultdict(list)
-    for round_ in trace.rounds:
-        if round_.batch is not None:
-            steps[round_.batch[0]].append(round_)
-    return {step: sorted(rounds, key=lambda r: r.batch[1] if r.batch else 0)
-            for step, rounds in sorted(steps.items())}
+@dataclass
+class _Entry(State):
+    """One batched round as the batch check reads it."""
+
+    slot: int
+    run: str
+    index: int
+    line: int
+    values: list[float]
+    cells: list[tuple[int, int]]
+    recorded: bool
+    tests: list[tuple[int, bool, float, float]]
+    """(offset, accepted, lo, hi) of each tested position with an interval."""
 
 
-def _shared_uniforms(
-    steps: dict[int, list[Round]], alpha_level: float
-) -> tuple[int, int, float, str, int]:
-    """(coincidences D, threshold c, mu, first diagnosis, coincidences a shared coin gives)."""
-    read = {id(r): read_uniforms(r) for rounds in steps.values() for r in rounds}
-    spacing = uniform_spacing([v for values in read.values() for v in values])
-    coincidences, mean_bound, first, shared = 0, 0.0, "", 0
-    for step, rounds in steps.items():
-        seen: dict[float, Round] = {}
-        cells_seen: set[tuple[int, int]] = set()
-        for round_ in rounds:
-            values = read[id(round_)]
-            for value in values:
-                mean_bound += len(seen) * spacing
-                other = seen.get(value)
-                if other is not None and other is not round_:
-                    coincidences += 1
-                    first = first or (
-                        f"step {step}: round {round_.index} of run {round_.run.id!r} (line "
-                        f"{round_.line}) reads u = {value!r}, which round {other.index} of run "
-                        f"{other.run.id!r} (line {other.line}) read in the same step: the rows "
-                        "of a batch share their uniforms")
-            for value in values:
-                seen.setdefault(value, round_)
-            if round_.uniforms is not None:
-                cells = set(read_cells(round_))
-                shared += len(cells & cells_seen)
-                cells_seen |= cells
-    return (coincidences, coincidence_threshold(mean_bound, alpha_level), mean_bound, first,
-            shared)
+class PieceConflict(ValueError):
+    """Two pieces of a trace claim the same thing (a batch slot, a run's rounds)."""
 
 
 def _interval(position: Position, rule: AcceptanceRule) -> tuple[float, float] | None:
@@ -95,92 +70,156 @@ def _interval(position: Position, rule: AcceptanceRule) -> tuple[float, float] |
     return None
 
 
-def _pairs(
-    steps: dict[int, list[Round]], positions: Sequence[Position]
-) -> list[tuple[float, float, float, float]]:
+def _shared_uniforms(
+    steps: dict[int, list[_Entry]], alpha_level: float
+) -> tuple[int, int, float, str, int]:
+    """(coincidences D, threshold c, mu, first diagnosis, coincidences a shared coin gives)."""
+    spacing = uniform_spacing([v for rounds in steps.values() for r in rounds for v in r.values])
+    coincidences, mean_bound, first, shared = 0, 0.0, "", 0
+    for step, rounds in steps.items():
+        seen: dict[float, _Entry] = {}
+        cells_seen: set[tuple[int, int]] = set()
+        for entry in rounds:
+            for value in entry.values:
+                mean_bound += len(seen) * spacing
+                other = seen.get(value)
+                if other is not None and other is not entry:
+                    coincidences += 1
+                    first = first or (
+                        f"step {step}: round {entry.index} of run {entry.run!r} (line "
+                        f"{entry.line}) reads u = {value!r}, which round {other.index} of run "
+                        f"{other.run!r} (line {other.line}) read in the same step: the rows "
+                        "of a batch share their uniforms")
+            for value in entry.values:
+                seen.setdefault(value, entry)
+            if entry.recorded:
+                cells = set(entry.cells)
+                shared += len(cells & cells_seen)
+                cells_seen |= cells
+    return (coincidences, coincidence_threshold(mean_bound, alpha_level), mean_bound, first,
+            shared)
+
+
+def _pairs(steps: dict[int, list[_Entry]]) -> list[tuple[float, float, float, float]]:
     """Per pair of requests tested at one offset of one step: (A_a - rho_a)(A_b - rho_b),
     its variance under independence, and its mean under a shared coin; plus rho_a rho_b."""
-    by_round: dict[int, list[Position]] = defaultdict(list)
-    for pos in positions:
-        if pos.tested:
-            by_round[id(pos.round)].append(pos)
     out = []
     for rounds in steps.values():
-        offsets: dict[int, list[tuple[Position, float, float]]] = defaultdict(list)
-        for round_ in rounds:
-            rule = claimed_rule(round_)
-            if rule is None or rule.verifies_jointly:
-                continue
-            for pos in by_round[id(round_)]:
-                interval = _interval(pos, rule)
-                if interval is not None:
-                    offsets[pos.offset].append((pos, *interval))
+        offsets: dict[int, list[tuple[bool, float, float]]] = defaultdict(list)
+        for entry in rounds:
+            for offset, accepted, lo, hi in entry.tests:
+                offsets[offset].append((accepted, lo, hi))
         for entries in offsets.values():
             for a in range(len(entries)):
                 for b in range(a + 1, len(entries)):
-                    (pa, lo_a, hi_a), (pb, lo_b, hi_b) = entries[a], entries[b]
+                    (acc_a, lo_a, hi_a), (acc_b, lo_b, hi_b) = entries[a], entries[b]
                     rho_a, rho_b = hi_a - lo_a, hi_b - lo_b
-                    term = (float(pa.accepted) - rho_a) * (float(pb.accepted) - rho_b)
+                    term = (float(acc_a) - rho_a) * (float(acc_b) - rho_b)
                     variance = rho_a * (1 - rho_a) * rho_b * (1 - rho_b)
                     overlap = max(0.0, min(hi_a, hi_b) - max(lo_a, lo_b))
                     out.append((term, variance, overlap - rho_a * rho_b, rho_a * rho_b))
     return out
 
 
-def check_batch(
-    trace: Trace, positions: Sequence[Position], alpha_level: float
-) -> CheckResult:
-    """The batched rounds: no uniform shared within a step, no coin shared within a step,
-    and each request's acceptance and law checks passing on their own."""
-    name = "batch"
-    part = alpha_level / 3
-    z_critical = float(stats.norm.isf(part / 2))
-    steps = _steps(trace)
-    threshold = (f"D < c (shared uniforms), |z| <= {z_critical:.3f} (shared coins), each "
-                 f"request's acceptance and law at {part:g} / requests; alpha / 3 each")
-    if not steps:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "no round records its batch step ('batch', version 2)")
-    failures: list[str] = []
-    coincidences, critical, mean_bound, first, shared = _shared_uniforms(steps, part)
-    if coincidences >= critical:
-        failures.append(first)
-    pairs = _pairs(steps, positions)
-    variance = sum(v for _, v, _, _ in pairs)
-    z = sum(t for t, _, _, _ in pairs) / math.sqrt(variance) if variance > 0 else 0.0
-    if abs(z) > z_critical:
-        failures.append(f"the accept outcomes of requests verified in one step move together "
-                        f"(z = {z:.2f} over {len(pairs)} pairs): the rows of a batch share "
-                        "their coins")
-    runs: dict[str, list[Position]] = defaultdict(list)
-    for pos in positions:
-        if pos.round.batch is not None:
-            runs[pos.round.run.id].append(pos)
-    alone = part / (2 * len(runs))
-    failed_runs = []
-    for run_id, run_positions in runs.items():
-        for check in (check_acceptance(run_positions, alone, {}),
-                      check_law(run_positions, alone, {}, {})):
-            if check.verdict is Verdict.FAIL:
-                failed_runs.append(f"run {run_id!r}: {check.name} {check.statistic}")
-    if failed_runs:
-        failures.append(f"on its own, {failed_runs[0]}"
-                        + (f" ({len(failed_runs) - 1} more)" if len(failed_runs) > 1 else ""))
-    # Power against a coin shared by the rows, on this trace's own pairs.
-    shift = sum(m for _, _, m, _ in pairs)
-    caught_z = 0.0
-    if variance > 0:
-        sd = math.sqrt(variance)
-        caught_z = float(stats.norm.sf(z_critical - shift / sd) +
-                         stats.norm.cdf(-z_critical - shift / sd))
-    recorded = any(r.uniforms is not None for rounds in steps.values() for r in rounds)
-    caught = max(caught_z, 1.0 if recorded and shared >= critical else 0.0)
-    note = (f"uniforms: {shared} shared cells against {critical} needed; " if recorded else "") \
-        + "coins: normal approximation"
-    return CheckResult(
-        name, Verdict.FAIL if failures else Verdict.PASS,
-        f"shared uniforms D = {coincidences} (mu = {mean_bound:.3g}); shared coins z = {z:.3f} "
-        f"over {len(pairs)} pairs; {len(failed_runs)} of {2 * len(runs)} per-request checks "
-        f"failed; {len(steps)} steps",
-        threshold, "; ".join(failures), [Power(SHARED_BATCH_COIN.id, caught, note)],
-    )
+@dataclass
+class BatchState(State):
+    """The batch check's state: each step's rounds (what the step's tests read), and each
+    batched request's own acceptance and law states."""
+
+    steps: dict[int, list[_Entry]] = field(default_factory=dict)
+    acceptance: dict[str, AcceptanceState] = field(default_factory=dict)
+    law: dict[str, LawState] = field(default_factory=dict)
+
+    def update(self, facts: RoundFacts) -> None:
+        round_ = facts.round
+        if round_.batch is None:
+            return
+        step, slot = round_.batch
+        rule = claimed_rule(round_)
+        tests = []
+        if rule is not None and not rule.verifies_jointly:
+            for pos in facts.positions:
+                if pos.tested:
+                    interval = _interval(pos, rule)
+                    if interval is not None:
+                        tests.append((pos.offset, pos.accepted, *interval))
+        self.steps.setdefault(step, []).append(_Entry(
+            slot, round_.run.id, round_.index, round_.line, read_uniforms(round_),
+            read_cells(round_) if round_.uniforms is not None else [],
+            round_.uniforms is not None, tests))
+        alone = RoundFacts(round_, facts.positions, False)
+        self.acceptance.setdefault(round_.run.id, AcceptanceState()).update(alone)
+        self.law.setdefault(round_.run.id, LawState()).update(alone, model_power=False)
+
+    def merge(self, other: BatchState) -> None:
+        for step, entries in other.steps.items():
+            mine = self.steps.setdefault(step, [])
+            slots = {entry.slot: entry.line for entry in mine}
+            for entry in entries:
+                if entry.slot in slots:
+                    raise PieceConflict(f"slot {entry.slot} of step {step} is claimed by line "
+                                        f"{slots[entry.slot]} and by line {entry.line}: one row "
+                                        "of a batch verifies one round")
+            mine += entries
+        for run_id, state in other.acceptance.items():
+            self.acceptance.setdefault(run_id, AcceptanceState()).merge(state)
+        for run_id, law in other.law.items():
+            self.law.setdefault(run_id, LawState()).merge(law)
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """The batched rounds: no uniform shared within a step, no coin shared within a step,
+        and each request's acceptance and law checks passing on their own."""
+        from scipy import stats
+
+        name = "batch"
+        part = alpha_level / 3
+        z_critical = float(stats.norm.isf(part / 2))
+        steps = {step: sorted(entries, key=lambda e: e.slot)
+                 for step, entries in sorted(self.steps.items())}
+        threshold = (f"D < c (shared uniforms), |z| <= {z_critical:.3f} (shared coins), each "
+                     f"request's acceptance and law at {part:g} / requests; alpha / 3 each")
+        if not steps:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "no round records its batch step ('batch', version 2)")
+        failures: list[str] = []
+        coincidences, critical, mean_bound, first, shared = _shared_uniforms(steps, part)
+        if coincidences >= critical:
+            failures.append(first)
+        pairs = _pairs(steps)
+        variance = sum(v for _, v, _, _ in pairs)
+        z = sum(t for t, _, _, _ in pairs) / math.sqrt(variance) if variance > 0 else 0.0
+        if abs(z) > z_critical:
+            failures.append(f"the accept outcomes of requests verified in one step move "
+                            f"together (z = {z:.2f} over {len(pairs)} pairs): the rows of a "
+                            "batch share their coins")
+        runs = sorted(self.acceptance, key=lambda run_id: min(
+            e.line for entries in steps.values() for e in entries if e.run == run_id))
+        alone = part / (2 * len(runs))
+        failed_runs = []
+        for run_id in runs:
+            for check in (self.acceptance[run_id].result(alone),
+                          self.law[run_id].result(alone)):
+                if check.verdict is Verdict.FAIL:
+                    failed_runs.append(f"run {run_id!r}: {check.name} {check.statistic}")
+        if failed_runs:
+            failures.append(f"on its own, {failed_runs[0]}"
+                            + (f" ({len(failed_runs) - 1} more)" if len(failed_runs) > 1
+                               else ""))
+        # Power against a coin shared by the rows, on this trace's own pairs.
+        shift = sum(m for _, _, m, _ in pairs)
+        caught_z = 0.0
+        if variance > 0:
+            sd = math.sqrt(variance)
+            caught_z = float(stats.norm.sf(z_critical - shift / sd) +
+                             stats.norm.cdf(-z_critical - shift / sd))
+        recorded = any(e.recorded for entries in steps.values() for e in entries)
+        caught = max(caught_z, 1.0 if recorded and shared >= critical else 0.0)
+        note = (f"uniforms: {shared} shared cells against {critical} needed; " if recorded
+                else "") + "coins: normal approximation"
+        return CheckResult(
+            name, Verdict.FAIL if failures else Verdict.PASS,
+            f"shared uniforms D = {coincidences} (mu = {mean_bound:.3g}); shared coins z = "
+            f"{z:.3f} over {len(pairs)} pairs; {len(failed_runs)} of {2 * len(runs)} "
+            f"per-request checks failed; {len(steps)} steps",
+            threshold, "; ".join(failures), [Power(SHARED_BATCH_COIN.id, caught, note)],
+        )

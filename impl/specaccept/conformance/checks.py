@@ -1,61 +1,194 @@
-"""`check_trace`: the conformance checks on one trace, and the power model they share.
+"""`TraceChecker`: every conformance check as a streaming state, and `check_trace`.
 
 Each check has its own module (replay, fresh, support, acceptance, law, rewind, and
-draftlaw, history, batch) with its
-statistic, threshold, verdict and power; ``spec/trace_format.md`` defines the trace and
-``docs/conformance.md`` says why each check is built as it is.
+draftlaw, history, batch) with its statistic, threshold, verdict and power, kept as a state
+with ``update`` (one round), ``merge`` (a later piece's state: the result equals that of
+one pass over the concatenation) and ``result``. ``spec/trace_format.md`` defines the trace
+and ``docs/conformance.md`` says why each check is built as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
-from specaccept.conformance.acceptance import check_acceptance
-from specaccept.conformance.batch import check_batch
-from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes
-from specaccept.conformance.draftlaw import check_draft_law
-from specaccept.conformance.fresh import check_fresh
-from specaccept.conformance.history import check_history
-from specaccept.conformance.law import check_law
-from specaccept.conformance.positions import Position, claimed_rule, decided_positions
-from specaccept.conformance.replay import check_replay, replay_power
+from specaccept.conformance.acceptance import AcceptanceState
+from specaccept.conformance.batch import BatchState, PieceConflict
+from specaccept.conformance.draftlaw import DraftLawState
+from specaccept.conformance.exact import State
+from specaccept.conformance.fresh import FreshState
+from specaccept.conformance.history import HistoryState
+from specaccept.conformance.law import LawState
+from specaccept.conformance.positions import round_facts
+from specaccept.conformance.replay import ReplayState
 from specaccept.conformance.report import CheckResult, ConformanceReport
-from specaccept.conformance.rewind import check_rewind
-from specaccept.conformance.support import check_support, support_power
-from specaccept.conformance.trace import Trace
+from specaccept.conformance.rewind import RewindState
+from specaccept.conformance.support import SupportState
+from specaccept.conformance.trace import Round, Trace, TreeRound
+from specaccept.conformance.tree_checks import _read_uniforms as tree_read_uniforms
 from specaccept.conformance.tree_checks import check_tree_rounds
-from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["DEFAULT_ALPHA", "check_trace"]
+__all__ = ["DEFAULT_ALPHA", "PieceConflict", "RunSpan", "TraceChecker", "check_trace"]
 
 DEFAULT_ALPHA = 1e-4
 """The false-alarm probability of each statistical check."""
 
 
-def _bug_models(trace: Trace, positions: Sequence[Position]) -> tuple[PositionOutcomes, BonusLaws]:
-    """Per bug, per position: the tested position's Outcome (or why n/a), and a bonus law."""
-    outcomes: PositionOutcomes = {}
-    bonus: BonusLaws = {}
-    for bug in BUG_CLASSES:
-        if not bug.models_positions:
-            continue
-        outcomes[bug], bonus[bug] = [], []
-        for pos in positions:
-            rule = claimed_rule(pos.round)
-            if rule is AcceptanceRule.BLOCK:
-                outcomes[bug].append("not modelled for block verification")
-                bonus[bug].append(None)
+@dataclass
+class RunSpan(State):
+    """Where a run's rounds lie in a piece: how it entered (None: opened in the piece, else
+    the (round, position) it resumed at, and the line) and where it left off."""
+
+    source: str
+    line: int
+    entry: tuple[int, int] | None
+    exit: tuple[int, int]
+
+
+@dataclass
+class TraceChecker(State):
+    """Every check's state over a trace, or over a piece of one.
+
+    Feed rounds in file order with `update` (with the run's history before each round
+    when its sampler reads the history), merge a later piece with `merge`, and read the
+    report with `report`. Tree rounds are kept whole and checked at the end by the six
+    tree checks (`specaccept.conformance.tree_checks`).
+    """
+
+    vocab_size: int
+    header: dict[str, Any] = field(default_factory=dict)
+    rounds: int = 0
+    modelled: int = 0
+    tokens: int = 0
+    positions_tested: int = 0
+    replay: ReplayState = field(default_factory=ReplayState)
+    fresh: FreshState = field(default_factory=FreshState)
+    support: SupportState = field(default_factory=SupportState)
+    acceptance: AcceptanceState = field(default_factory=AcceptanceState)
+    law: LawState = field(default_factory=LawState)
+    rewind: RewindState = field(default_factory=RewindState)
+    draft_law: DraftLawState = field(default_factory=DraftLawState)
+    history: HistoryState = field(default_factory=HistoryState)
+    batch: BatchState = field(default_factory=BatchState)
+    tree_rounds: list[TreeRound] = field(default_factory=list)
+    runs: dict[str, RunSpan] = field(default_factory=dict)
+    truncated: str | None = None
+
+    def update(self, round_: Round | TreeRound, history: list[int] | None = None) -> None:
+        """One round; `history` is the run's prompt and emitted tokens before it (needed only
+        when a sampler reads the history)."""
+        if isinstance(round_, TreeRound):
+            self.tree_rounds.append(round_)
+            self.fresh.read(tree_read_uniforms(round_), round_.index, round_.line,
+                            round_.run.id)
+            return
+        facts = round_facts(round_, history or [], self.vocab_size)
+        self.rounds += 1
+        self.modelled += facts.modelled
+        self.tokens += len(facts.positions)
+        self.positions_tested += sum(1 for pos in facts.positions if pos.tested)
+        self.replay.update(facts)
+        self.fresh.update(round_)
+        self.support.update(facts)
+        self.acceptance.update(facts)
+        self.law.update(facts)
+        self.rewind.update(round_)
+        self.draft_law.update(facts)
+        self.history.update(facts)
+        self.batch.update(facts)
+
+    def merge(self, other: TraceChecker) -> None:
+        """Append the state of the next piece (a later part of the same trace, or another
+        trace file of the same engine, whose runs are its own)."""
+        for key in ("format", "version", "vocab_size", "engine"):
+            if self.header.get(key) != other.header.get(key):
+                raise PieceConflict(f"the pieces' headers differ in {key!r}: "
+                                    f"{self.header.get(key)!r} against {other.header.get(key)!r}")
+        for run_id, span in other.runs.items():
+            mine = self.runs.get(run_id)
+            if mine is None:
+                if span.entry is not None:
+                    raise PieceConflict(f"{span.source} line {span.line}: run {run_id!r} "
+                                        f"resumes at round {span.entry[0]}, but no earlier "
+                                        "piece holds its earlier rounds")
+                self.runs[run_id] = span
                 continue
-            if pos.tested and pos.q is not None and rule is not None:
-                outcomes[bug].append(bug.outcome(
-                    rule, pos.p, pos.q, draft_sampler=pos.round.run.draft_sampler,
-                    p_blind=pos.p_blind,
-                ))
-                bonus[bug].append(None)
-                continue
-            outcomes[bug].append(None)
-            bonus[bug].append(bug.bonus_law(pos.p, pos.p_blind))
-    return outcomes, bonus
+            if span.entry is None:
+                raise PieceConflict(f"{span.source} line {span.line}: opens run {run_id!r}, "
+                                    f"which {mine.source} line {mine.line} already opened")
+            if span.entry != mine.exit:
+                raise PieceConflict(
+                    f"{span.source} line {span.line}: run {run_id!r} resumes at round "
+                    f"{span.entry[0]}, position {span.entry[1]}, but the pieces before it end "
+                    f"at round {mine.exit[0]}, position {mine.exit[1]}")
+            mine.exit = span.exit
+        if self.truncated is not None and (other.rounds or other.tree_rounds):
+            raise PieceConflict(f"a piece before the last is truncated ({self.truncated})")
+        self.truncated = other.truncated
+        self.rounds += other.rounds
+        self.modelled += other.modelled
+        self.tokens += other.tokens
+        self.positions_tested += other.positions_tested
+        for name in ("replay", "fresh", "support", "acceptance", "law", "rewind", "draft_law",
+                     "history", "batch"):
+            getattr(self, name).merge(getattr(other, name))
+        self.tree_rounds += other.tree_rounds
+
+    def report(self, alpha: float = DEFAULT_ALPHA,
+               progress: Callable[[str], None] | None = None) -> ConformanceReport:
+        """Every check's result: the chain checks on the chain rounds, the six tree checks
+        on the tree rounds (a trace of tree rounds alone gets the tree checks alone)."""
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+        scale = self.rounds / self.modelled if self.modelled else 1.0
+        runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
+            ("replay", lambda: self.replay.result(scale)),
+            ("fresh", lambda: self.fresh.result(alpha)),
+            ("support", lambda: self.support.result(scale)),
+            ("acceptance", lambda: self.acceptance.result(alpha, scale)),
+            ("law", lambda: self.law.result(alpha)),
+            ("rewind", lambda: self.rewind.result()),
+            ("draft-law", lambda: self.draft_law.result(alpha)),
+            ("history", lambda: self.history.result(alpha, scale)),
+            ("batch", lambda: self.batch.result(alpha)),
+        )
+        checks: list[CheckResult] = []
+        if self.rounds or not self.tree_rounds:
+            for label, run in runs:
+                if progress is not None:
+                    progress(label)
+                checks.append(run())
+        if self.tree_rounds and progress is not None:
+            progress("tree checks")
+        trees = Trace(header=self.header, vocab_size=self.vocab_size,
+                      tree_rounds=self.tree_rounds)
+        checks += check_tree_rounds(trees, alpha)
+        tree_tested = sum(1 for r in self.tree_rounds for row in r.path_rows if r.children[row])
+        report = ConformanceReport(
+            rounds=self.rounds + len(self.tree_rounds),
+            positions_tested=self.positions_tested + tree_tested,
+            tokens=self.tokens + sum(len(r.emitted) for r in self.tree_rounds), alpha=alpha,
+            checks=checks, truncated=self.truncated,
+        )
+        if self.modelled < self.rounds:
+            report.power_note = (f"powers estimated on the {self.modelled} of {self.rounds} "
+                                 f"rounds the power model read (vocab_size {self.vocab_size})")
+        return report
+
+
+def check_rounds(
+    rounds: Iterable[Round | TreeRound], vocab_size: int, header: dict[str, Any],
+    histories: dict[str, list[int]],
+) -> TraceChecker:
+    """A checker fed `rounds` in order, with the runs' histories kept from `histories`
+    (each run's prompt), for rounds whose samplers read them."""
+    checker = TraceChecker(vocab_size=vocab_size, header=header)
+    for round_ in rounds:
+        history = histories.setdefault(round_.run.id, list(round_.run.prompt or []))
+        checker.update(round_, history)
+        history += round_.emitted
+    return checker
 
 
 def check_trace(
@@ -72,33 +205,8 @@ def check_trace(
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    positions = decided_positions(trace)
-    outcomes, bonus = _bug_models(trace, positions)
-    checks: list[CheckResult] = []
-    runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
-        ("replay", lambda: check_replay(trace, replay_power(positions, outcomes, bonus))),
-        ("fresh", lambda: check_fresh(trace, alpha)),
-        ("support", lambda: check_support(positions, support_power(positions, outcomes, bonus))),
-        ("acceptance", lambda: check_acceptance(positions, alpha, outcomes)),
-        ("law", lambda: check_law(positions, alpha, outcomes, bonus)),
-        ("rewind", lambda: check_rewind(trace)),
-        ("draft-law", lambda: check_draft_law(trace, alpha)),
-        ("history", lambda: check_history(positions, alpha, outcomes, bonus)),
-        ("batch", lambda: check_batch(trace, positions, alpha)),
-    )
-    if trace.rounds or not trace.tree_rounds:
-        for label, run in runs:
-            if progress is not None:
-                progress(label)
-            checks.append(run())
-    # Tree rounds: their own six checks (tree_checks.py), after the chain's.
-    if trace.tree_rounds and progress is not None:
-        progress("tree checks")
-    checks += check_tree_rounds(trace, alpha)
-    tree_tested = sum(1 for r in trace.tree_rounds for row in r.path_rows if r.children[row])
-    return ConformanceReport(
-        rounds=trace.round_count,
-        positions_tested=sum(1 for pos in positions if pos.tested) + tree_tested,
-        tokens=len(positions) + sum(len(r.emitted) for r in trace.tree_rounds), alpha=alpha,
-        checks=checks, truncated=trace.truncated,
-    )
+    everything: list[Round | TreeRound] = [*trace.rounds, *trace.tree_rounds]
+    ordered = sorted(everything, key=lambda r: r.line)
+    checker = check_rounds(ordered, trace.vocab_size, trace.header, {})
+    checker.truncated = trace.truncated
+    return checker.report(alpha, progress)

@@ -11,106 +11,128 @@ drafts before d_i only, so the transform of d_i stays uniform given the rows kep
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
-from scipy import stats
 
 from specaccept.conformance.bugs import BUG_CLASSES
-from specaccept.conformance.law import pit_bounds, pit_chi_square, pit_power
-from specaccept.conformance.positions import claimed_rule
+from specaccept.conformance.exact import State
+from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf, pit_value
+from specaccept.conformance.positions import RoundFacts, claimed_rule, unit_hash
 from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Trace
 from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["DRAFT_LAW_SEED", "check_draft_law"]
+__all__ = ["DRAFT_LAW_SEED", "DraftLawState"]
 
 DRAFT_LAW_SEED = 1
 """The seed of the randomised PIT of the drafts, so a verdict is reproducible."""
 _MIN_DRAFTS = 10
 
 
-def _drafted(trace: Trace) -> list[tuple[np.ndarray, int]]:
-    """(recorded q row as float64, draft token) for every draft whose row the trace holds."""
-    out = []
-    for round_ in trace.rounds:
+@dataclass
+class DraftLawState(State):
+    """The draft-law check's state: the drafts' PIT counts, drafts with q = 0, the model."""
+
+    pit: PitCounts = field(default_factory=PitCounts)
+    zero: int = 0
+    laws: dict[str, BinLaws] = field(default_factory=dict)
+    notes: dict[str, set[str]] = field(default_factory=dict)
+    modelled: bool = False
+
+    def update(self, facts: RoundFacts) -> None:
+        round_ = facts.round
         if round_.draft_rows is None:
-            continue
-        for i in range(min(round_.draft_rows.shape[0], round_.k)):
-            out.append((round_.draft_rows[i].astype(np.float64), round_.draft_tokens[i]))
-    return out
-
-
-def _powers(trace: Trace, bins: int, critical: float) -> list[Power]:
-    """Per bug: the chance the chi-square exceeds `critical` on the trace's drafted rows had
-    the engine drawn its drafts from `Outcome.drafted` while recording `claimed_q`.
-
-    The drafter's part of an outcome reads q and the drafter's sampler alone; a drafted row
-    the target recorded no row for is given q in p's place.
-    """
-    rows = []
-    for round_ in trace.rounds:
-        rule = claimed_rule(round_)
-        if round_.draft_rows is None or rule is None or rule is AcceptanceRule.BLOCK:
-            continue
-        for i in range(min(round_.draft_rows.shape[0], round_.k)):
+            return
+        rows = min(round_.draft_rows.shape[0], round_.k)
+        for i in range(rows):
             q = round_.draft_rows[i].astype(np.float64)
-            p = (round_.target_rows[i].astype(np.float64)
-                 if i < round_.target_rows.shape[0] else q)
-            rows.append((rule, p, q, round_.run.draft_sampler))
-    powers = []
-    for bug in BUG_CLASSES:
-        if not bug.models_positions:
-            continue
-        pairs, notes = [], set()
-        for rule, p, q, sampler in rows:
-            outcome = bug.outcome(rule, p, q, draft_sampler=sampler)
+            token = round_.draft_tokens[i]
+            # Ordered by q descending: a drafter sharper than its record piles up near 0.
+            jitter = unit_hash(DRAFT_LAW_SEED, round_.run.id, round_.index, i)
+            self.pit.add(pit_value(q, q, token, jitter))
+            self.zero += q[token] <= 0
+        rule = claimed_rule(round_)
+        if facts.modelled:
+            self.modelled = True
+        if not facts.modelled or rule is None or rule is AcceptanceRule.BLOCK:
+            return
+        for i in range(rows):
+            self._power_terms(facts, rule, i)
+
+    def _power_terms(self, facts: RoundFacts, rule: AcceptanceRule, i: int) -> None:
+        """Per bug: the PIT's CDF had the engine drawn draft i from `Outcome.drafted` while
+        recording `claimed_q`. The drafter's part of an outcome reads q and the drafter's
+        sampler alone; a drafted row the target recorded no row for is given q in p's place.
+        """
+        round_ = facts.round
+        assert round_.draft_rows is not None
+        q = round_.draft_rows[i].astype(np.float64)
+        p = round_.target_rows[i].astype(np.float64) if i < round_.target_rows.shape[0] else q
+        for bug in BUG_CLASSES:
+            if not bug.models_positions:
+                continue
+            notes = self.notes.setdefault(bug.id, set())
+            outcome = bug.outcome(rule, p, q, draft_sampler=round_.run.draft_sampler)
             if isinstance(outcome, str):
                 notes.add(outcome)
                 continue
-            pairs.append((outcome.claimed_q,
-                          outcome.drafted if outcome.drafted is not None else outcome.claimed_q))
-        if not pairs or all(np.array_equal(recorded, drawn) for recorded, drawn in pairs):
-            powers.append(Power(bug.id, None, "; ".join(sorted(notes))
-                                or "the drafts come from the q the engine records"))
-            continue
-        bounds = [pit_bounds(recorded, recorded) for recorded, _ in pairs]
-        probability = pit_power(bounds, [drawn for _, drawn in pairs], bins, critical)
-        powers.append(Power(bug.id, probability, "non-central chi-square approximation"))
-    return powers
+            recorded = outcome.claimed_q
+            drawn = outcome.drafted if outcome.drafted is not None else recorded
+            cdf = pit_cdf(recorded, recorded, [drawn])[0]
+            self.laws.setdefault(bug.id, BinLaws()).add(
+                cdf, not np.array_equal(recorded, drawn))
 
+    def merge(self, other: DraftLawState) -> None:
+        self.pit.merge(other.pit)
+        self.zero += other.zero
+        self.modelled = self.modelled or other.modelled
+        for bug, notes in other.notes.items():
+            self.notes.setdefault(bug, set()).update(notes)
+        for bug, laws in other.laws.items():
+            if bug in self.laws:
+                self.laws[bug].merge(laws)
+            else:
+                self.laws[bug] = laws
 
-def check_draft_law(trace: Trace, alpha_level: float) -> CheckResult:
-    """The drafts against their recorded q rows: randomised PIT (tokens by q descending),
-    chi-square on equal bins, at `alpha_level`."""
-    name = "draft-law"
-    drafted = _drafted(trace)
-    n = len(drafted)
-    if n < _MIN_DRAFTS:
-        why = ("the trace records no drafter law (no 'draft' rows)" if n == 0 else
-               f"needs at least {_MIN_DRAFTS} drafts with a recorded q, the trace has {n}")
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level:g}", why)
-    bins = max(2, min(20, n // 5))
-    jitter = np.random.default_rng(DRAFT_LAW_SEED).random(n)
-    u = np.empty(n)
-    for j, (q, token) in enumerate(drafted):
-        # Ordered by q descending: a drafter sharper than its record piles up near 0.
-        lo, width = pit_bounds(q, q)
-        u[j] = lo[token] + jitter[j] * width[token]
-    chi2, p_value = pit_chi_square(u, bins)
-    critical = float(stats.chi2.isf(alpha_level, bins - 1))
-    failed = p_value < alpha_level
-    zero = sum(1 for q, token in drafted if q[token] <= 0)
-    detail = ""
-    if zero:
-        failed = True
-        detail = f"{zero} drafts have q = 0 in their own recorded row: "
-    if failed:
-        low = float(np.mean(u < 1 / bins))
-        detail += (f"the drafts are not distributed as the recorded q (share of PIT values in "
-                   f"the lowest bin {low:.3f}, expected {1 / bins:.3f}; above it the drafter "
-                   "is sharper than its record, as when a temperature is applied twice)")
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"chi2 = {chi2:.2f}, {bins - 1} d.o.f. over {n} drafts; p-value = {p_value:.3g}",
-        f"p-value >= {alpha_level:g}, no draft with q = 0", detail,
-        _powers(trace, bins, critical),
-    )
+    def result(self, alpha_level: float) -> CheckResult:
+        """The drafts against their recorded q rows: randomised PIT (tokens by q descending),
+        chi-square on equal bins, at `alpha_level`."""
+        from scipy import stats
+
+        name = "draft-law"
+        n = self.pit.n
+        if n < _MIN_DRAFTS:
+            why = ("the trace records no drafter law (no 'draft' rows)" if n == 0 else
+                   f"needs at least {_MIN_DRAFTS} drafts with a recorded q, the trace has {n}")
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level:g}",
+                               why)
+        bins = law_bins(n)
+        chi2, p_value = self.pit.chi_square(bins)
+        critical = float(stats.chi2.isf(alpha_level, bins - 1))
+        failed = p_value < alpha_level
+        detail = ""
+        if self.zero:
+            failed = True
+            detail = f"{self.zero} drafts have q = 0 in their own recorded row: "
+        if failed:
+            low = self.pit.counts[bins][0] / n
+            detail += (f"the drafts are not distributed as the recorded q (share of PIT values "
+                       f"in the lowest bin {low:.3f}, expected {1 / bins:.3f}; above it the "
+                       "drafter is sharper than its record, as when a temperature is applied "
+                       "twice)")
+        powers = []
+        for bug in BUG_CLASSES:
+            if not bug.models_positions:
+                continue
+            laws = self.laws.get(bug.id)
+            if laws is None or not laws.moved:
+                powers.append(Power(bug.id, None, "; ".join(sorted(self.notes.get(bug.id, ())))
+                                    or "the drafts come from the q the engine records"))
+                continue
+            powers.append(Power(bug.id, laws.power(n, bins, critical),
+                                "non-central chi-square approximation"))
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"chi2 = {chi2:.2f}, {bins - 1} d.o.f. over {n} drafts; p-value = {p_value:.3g}",
+            f"p-value >= {alpha_level:g}, no draft with q = 0", detail, powers,
+        )

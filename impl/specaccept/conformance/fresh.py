@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
 from specaccept.conformance.bugs import POSITION_KEYED_UNIFORMS
+from specaccept.conformance.exact import State
 from specaccept.conformance.positions import claimed_rule, read_cells
 from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Round, Trace
+from specaccept.conformance.trace import Round
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = [
-    "UNIFORM_SPACING", "check_fresh", "coincidence_threshold", "read_uniforms", "uniform_spacing",
+    "UNIFORM_SPACING", "FreshState", "coincidence_threshold", "read_uniforms", "uniform_spacing",
 ]
 
 UNIFORM_SPACING = 2.0**-24
@@ -56,67 +58,171 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     >>> [coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
     [7, 2]
     """
-    c, tail = 1, mean_bound
-    while tail > alpha:
+    if mean_bound <= alpha:
+        return 1
+    # In logarithms: mu**c / c! overflows a float once mu passes ~709.
+    log_mu, log_alpha = math.log(mean_bound), math.log(alpha)
+    c, log_tail = 1, log_mu
+    while log_tail > log_alpha:
         c += 1
-        tail *= mean_bound / c
+        log_tail += log_mu - math.log(c)
     return c
 
 
-def _position_keyed_rereads(rounds: Sequence[Round]) -> int:
-    """How many read tests a position-keyed block engine would re-read, given these rounds.
+def _keyed_rereads(this: tuple[bool, int, int], after: tuple[bool, int]) -> int:
+    """How many read tests a position-keyed block engine would re-read in the round after
+    `this`, given (block, k, kept) of this round and (block, k) of the next round of its run.
 
     A round at n keeping tau of k drafts read tests keyed n .. n + k - 1; the next round
     starts at n + tau + 1 and, keyed by position, reads keys n + tau + 1 .. n + k - 1 again
     as its first k - tau - 1 tests, every one of which block verification reads.
     """
-    total = 0
-    for this, after in itertools.pairwise(rounds):
-        if AcceptanceRule.BLOCK is claimed_rule(this) is claimed_rule(after):
-            total += max(0, min(this.k - this.num_accepted - 1, after.k))
-    return total
+    if not (this[0] and after[0]):
+        return 0
+    return max(0, min(this[1] - this[2] - 1, after[1]))
 
 
-def check_fresh(trace: Trace, alpha_level: float) -> CheckResult:
-    """No uniform a round read re-appears among the uniforms a later round read.
+def _decimals(value: float) -> int:
+    return len(np.format_float_positional(np.float32(value), unique=True, trim="-")
+               .partition(".")[2])
 
-    D counts the read uniforms equal to one read by an earlier round. Fresh uniforms
-    on a grid of spacing s: given everything before it, a read uniform hits one of the m
-    values earlier rounds read with probability at most m s, so with mu the sum of those
-    bounds, P(D >= c) <= E[C(D, c)] <= mu^c / c!; the check fails at the least c making
-    that bound <= alpha.
+
+@dataclass
+class FreshState(State):
+    """The fresh check's state over the rounds of a piece, in file order.
+
+    `values` maps each value read to (the piece's ordinal of the first round that read it,
+    the reads up to the end of that round, that round's reads of it): enough to count, when
+    an earlier piece is merged in front, the reads that become re-reads and the bound's
+    growth, exactly.
     """
-    name = "fresh"
-    rounds = [r for r in trace.rounds if r.uniforms is not None]
-    if not rounds:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
-                           "the trace records no uniforms")
-    read = [read_uniforms(r) for r in rounds]
-    spacing = uniform_spacing([v for values in read for v in values])
-    earlier: dict[float, Round] = {}
-    rereads, mean_bound, first = 0, 0.0, ""
-    for round_, values in zip(rounds, read, strict=True):
+
+    rounds: int = 0
+    reads: int = 0
+    rereads: int = 0
+    earlier_count: int = 0
+    """Sum over reads of the distinct values earlier rounds read: mu = this * spacing."""
+    values: dict[float, tuple[int, int, int]] = field(default_factory=dict)
+    table: list[tuple[int, int, str]] = field(default_factory=list)
+    """Per round ordinal: (round index, line, run id), for the diagnosis."""
+    first: tuple[int, float, int] | None = None
+    """(ordinal of the re-reading round, the value, ordinal of the round that read it first)."""
+    max_binary: int = 0
+    max_decimals: int = 0
+    block: bool = False
+    keyed: int = 0
+    """Re-reads a position-keyed block engine would make, within the piece."""
+    run_ends: dict[str, tuple[tuple[bool, int], tuple[bool, int, int]]] = field(
+        default_factory=dict)
+    """Per run: (block, k) of its first round and (block, k, kept) of its last, in the piece."""
+
+    def update(self, round_: Round) -> None:
+        """A chain round."""
+        block = claimed_rule(round_) is AcceptanceRule.BLOCK
+        self.block = self.block or block
+        if round_.uniforms is None:
+            return
+        ends = self.run_ends.get(round_.run.id)
+        if ends is not None:
+            self.keyed += _keyed_rereads(ends[1], (block, round_.k))
+        first = ends[0] if ends is not None else (block, round_.k)
+        self.run_ends[round_.run.id] = (first, (block, round_.k, round_.num_accepted))
+        self.read(read_uniforms(round_), round_.index, round_.line, round_.run.id)
+
+    def read(self, values: Sequence[float], index: int, line: int, run_id: str) -> None:
+        """One round's read uniforms (of a chain or a tree round: freshness holds across the
+        whole file)."""
+        ordinal = len(self.table)
+        self.table.append((index, line, run_id))
+        self.rounds += 1
         for value in values:
-            mean_bound += len(earlier) * spacing
-            if value in earlier:
-                rereads += 1
-                first = first or (
-                    f"round {round_.index} (line {round_.line}) reads u = {value!r}, which "
-                    f"round {earlier[value].index} (line {earlier[value].line}) already read: "
-                    "a later round must read fresh uniforms (keyed by round, not by position)")
+            self.earlier_count += len(self.values)
+            if value in self.values and self.values[value][0] < ordinal:
+                self.rereads += 1
+                if self.first is None:
+                    self.first = (ordinal, value, self.values[value][0])
+        end = self.reads + len(values)
         for value in values:
-            earlier.setdefault(value, round_)
-    critical = coincidence_threshold(mean_bound, alpha_level)
-    expected = _position_keyed_rereads(rounds)
-    power = Power(POSITION_KEYED_UNIFORMS.id, float(expected >= critical) if any(
-        claimed_rule(r) is AcceptanceRule.BLOCK for r in rounds) else None,
-        f"deterministic given the kept lengths: {expected} re-read tests, {critical} needed"
-        if any(claimed_rule(r) is AcceptanceRule.BLOCK for r in rounds)
-        else "position keys are harmless to the token-by-token rules")
-    return CheckResult(
-        name, Verdict.FAIL if rereads >= critical else Verdict.PASS,
-        f"re-read uniforms D = {rereads} of {sum(map(len, read))} read "
-        f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
-        f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= {alpha_level:g})",
-        first if rereads >= critical else "", [power],
-    )
+            if value not in self.values:
+                self.values[value] = (ordinal, end, values.count(value))
+            if value:
+                self.max_binary = max(self.max_binary,
+                                      Fraction(value).denominator.bit_length() - 1)
+                self.max_decimals = max(self.max_decimals, _decimals(value))
+        self.reads = end
+
+    def merge(self, other: FreshState) -> None:
+        """Append a later piece's state."""
+        shared = [value for value in other.values if value in self.values]
+        self.rereads += other.rereads + sum(other.values[v][2] for v in shared)
+        self.earlier_count += (other.earlier_count + other.reads * len(self.values)
+                               - sum(other.reads - other.values[v][1] for v in shared))
+        offset, reads = len(self.table), self.reads
+        if self.first is None:
+            candidates = [(other.values[v][0] + offset, v, self.values[v][0]) for v in shared]
+            if other.first is not None:
+                ordinal, value, earlier = other.first
+                earlier = self.values[value][0] if value in self.values else earlier + offset
+                candidates.append((ordinal + offset, value, earlier))
+            self.first = min(candidates, key=lambda c: c[0], default=None)
+        for value, (ordinal, end, count) in other.values.items():
+            if value not in self.values:
+                self.values[value] = (ordinal + offset, end + reads, count)
+        self.table += other.table
+        self.rounds += other.rounds
+        self.reads += other.reads
+        self.max_binary = max(self.max_binary, other.max_binary)
+        self.max_decimals = max(self.max_decimals, other.max_decimals)
+        self.block = self.block or other.block
+        self.keyed += other.keyed
+        for run_id, (first, last) in other.run_ends.items():
+            mine = self.run_ends.get(run_id)
+            if mine is None:
+                self.run_ends[run_id] = (first, last)
+                continue
+            self.keyed += _keyed_rereads(mine[1], first)
+            self.run_ends[run_id] = (mine[0], last)
+
+    def spacing(self) -> float:
+        """`uniform_spacing` of every value read."""
+        if not self.values:
+            return UNIFORM_SPACING
+        return max(UNIFORM_SPACING, 2.0**-self.max_binary, 10.0**-self.max_decimals)
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """No uniform a round read re-appears among the uniforms a later round read.
+
+        D counts the read uniforms equal to one read by an earlier round. Fresh uniforms
+        on a grid of spacing s: given everything before it, a read uniform hits one of the m
+        values earlier rounds read with probability at most m s, so with mu the sum of those
+        bounds, P(D >= c) <= E[C(D, c)] <= mu^c / c!; the check fails at the least c making
+        that bound <= alpha.
+        """
+        name = "fresh"
+        if not self.rounds:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
+                               "the trace records no uniforms")
+        spacing = self.spacing()
+        mean_bound = self.earlier_count * spacing
+        critical = coincidence_threshold(mean_bound, alpha_level)
+        first = ""
+        if self.first is not None and self.rereads >= critical:
+            ordinal, value, earlier = self.first
+            index, line, _ = self.table[ordinal]
+            e_index, e_line, _ = self.table[earlier]
+            first = (f"round {index} (line {line}) reads u = {value!r}, which round {e_index} "
+                     f"(line {e_line}) already read: a later round must read fresh uniforms "
+                     "(keyed by round, not by position)")
+        power = Power(POSITION_KEYED_UNIFORMS.id, float(self.keyed >= critical)
+                      if self.block else None,
+                      f"deterministic given the kept lengths: {self.keyed} re-read tests, "
+                      f"{critical} needed" if self.block
+                      else "position keys are harmless to the token-by-token rules")
+        return CheckResult(
+            name, Verdict.FAIL if self.rereads >= critical else Verdict.PASS,
+            f"re-read uniforms D = {self.rereads} of {self.reads} read "
+            f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
+            f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= "
+            f"{alpha_level:g})",
+            first, [power],
+        )

@@ -18,16 +18,16 @@ rules out does not end the bet.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes, emitted_laws
-from specaccept.conformance.positions import Position
+from specaccept.conformance.bugs import BUG_CLASSES, Outcome
+from specaccept.conformance.exact import ExactSum, LogSurvival, State
+from specaccept.conformance.positions import RoundFacts
 from specaccept.conformance.report import CheckResult, Power, Verdict
 
-__all__ = ["HISTORY_BET", "check_history", "history_log_growth"]
+__all__ = ["HISTORY_BET", "HistoryState"]
 
 HISTORY_BET = 0.5
 """lambda, the share of the wealth bet on p_blind at each position."""
@@ -43,38 +43,11 @@ def _log_factor(p: np.ndarray, p_blind: np.ndarray) -> np.ndarray:
     return out
 
 
-def _differing(positions: Sequence[Position]) -> list[int]:
-    """Indices of the positions whose p_blind is known and differs from p."""
-    return [n for n, pos in enumerate(positions)
-            if pos.p_blind is not None and not np.array_equal(pos.p_blind, pos.p)]
-
-
-def history_log_growth(
-    positions: Sequence[Position], laws: Sequence[np.ndarray]
-) -> tuple[float, float, float]:
-    """(mean, variance, probability of +inf) of ln M at the end of the trace when position
-    n's token is drawn from `laws[n]`, positions without p_blind contributing nothing."""
-    mean, variance, finite = 0.0, 0.0, 1.0
-    for pos, law in zip(positions, laws, strict=True):
-        if pos.p_blind is None:
-            continue
-        log_factor = _log_factor(pos.p, pos.p_blind)
-        infinite = np.isposinf(log_factor)
-        finite *= 1.0 - float(law[infinite].sum())
-        values = np.where(infinite, 0.0, log_factor)
-        weights = np.where(infinite, 0.0, law)
-        total = float(weights.sum())
-        if total <= 0:
-            continue
-        m = float(np.dot(weights, values)) / total
-        mean += m
-        variance += float(np.dot(weights, (values - m) ** 2)) / total
-    return mean, variance, 1.0 - finite
-
-
 def _power(mean: float, variance: float, certain: float, alpha_level: float) -> float:
     """P(ln M_N >= ln(1 / alpha)) by a normal approximation, or the chance of a token with
     p = 0 < p_blind, whichever is larger: the supremum is caught at least as often."""
+    from scipy import stats
+
     target = math.log(1 / alpha_level)
     if variance <= 0:
         normal = 1.0 if mean >= target else 0.0
@@ -83,51 +56,135 @@ def _power(mean: float, variance: float, certain: float, alpha_level: float) -> 
     return 1.0 - (1.0 - certain) * (1.0 - normal)
 
 
-def check_history(
-    positions: Sequence[Position], alpha_level: float, bug_outcomes: PositionOutcomes,
-    bonus_bug_laws: BonusLaws,
-) -> CheckResult:
-    """Ville's test of p against p_blind on the emitted tokens: fails when the betting
-    wealth M reaches 1 / alpha."""
-    name = "history"
-    target = math.log(1 / alpha_level)
-    threshold = f"sup ln M < ln(1/alpha) = {target:.2f} (Ville: P(sup M >= 1/alpha) <= alpha)"
-    if not any(pos.p_blind is not None for pos in positions):
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "needs target logits, a target sampler that reads the history "
-                           "(penalties, DRY) and the prompt")
-    used = _differing(positions)
-    log_wealth, peak, crossed = 0.0, 0.0, -1
-    for n in used:
-        pos = positions[n]
-        assert pos.p_blind is not None
-        log_wealth += float(_log_factor(pos.p, pos.p_blind)[pos.emitted])
-        if log_wealth > peak:
-            peak = log_wealth
-            if peak >= target and crossed < 0:
-                crossed = n
-    failed = peak >= target
-    detail = ""
-    if failed:
-        where = positions[crossed].round
-        detail = (f"the wealth bet on p_blind reached 1/alpha at round {where.index} (line "
-                  f"{where.line}): the emitted tokens follow the law computed without the "
-                  "round's drafts in the history, not p (penalties blind to the drafts)")
-    powers = []
-    for bug in BUG_CLASSES:
-        if bug not in bug_outcomes:
-            continue
-        laws, why_not = emitted_laws([pos.p for pos in positions], bug_outcomes[bug],
-                                     bonus_bug_laws[bug])
-        if laws is None:
-            powers.append(Power(bug.id, None, why_not))
-            continue
-        mean, variance, certain = history_log_growth(positions, laws)
-        powers.append(Power(bug.id, _power(mean, variance, certain, alpha_level),
-                            "normal approximation of ln M at the trace's end"))
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"sup ln M = {peak:.2f}, final ln M = {log_wealth:.2f} over {len(used)} positions "
-        "where p_blind differs from p",
-        threshold, detail, powers,
-    )
+def _log_growth(p: np.ndarray, p_blind: np.ndarray, law: np.ndarray) -> tuple[float, float,
+                                                                             float]:
+    """(mean, variance, probability of +inf) of one position's ln factor when its token is
+    drawn from `law`."""
+    log_factor = _log_factor(p, p_blind)
+    infinite = np.isposinf(log_factor)
+    certain = float(law[infinite].sum())
+    values = np.where(infinite, 0.0, log_factor)
+    weights = np.where(infinite, 0.0, law)
+    total = float(weights.sum())
+    if total <= 0:
+        return 0.0, 0.0, certain
+    m = float(np.dot(weights, values)) / total
+    return m, float(np.dot(weights, (values - m) ** 2)) / total, certain
+
+
+@dataclass
+class _Growth(State):
+    mean: ExactSum = field(default_factory=ExactSum)
+    variance: ExactSum = field(default_factory=ExactSum)
+    finite: LogSurvival = field(default_factory=LogSurvival)
+    moved: bool = False
+
+    def merge(self, other: _Growth) -> None:
+        self.mean.merge(other.mean)
+        self.variance.merge(other.variance)
+        self.finite.merge(other.finite)
+        self.moved = self.moved or other.moved
+
+
+@dataclass
+class HistoryState(State):
+    """The history check's state: the betting wealth's path (its final log and each new
+    high, with the round that set it), and the power model's sums per bug."""
+
+    seen: bool = False
+    """Whether any position had p_blind (else the check does not run)."""
+    used: int = 0
+    log_wealth: float = 0.0
+    highs: list[tuple[float, int, int]] = field(default_factory=list)
+    """(ln M, round index, line) at each new high of ln M above 0, in order."""
+    growth: dict[str, _Growth] = field(default_factory=dict)
+    notes: dict[str, set[str]] = field(default_factory=dict)
+
+    def update(self, facts: RoundFacts) -> None:
+        for pos in facts.positions:
+            if pos.p_blind is None:
+                continue
+            self.seen = True
+            if np.array_equal(pos.p_blind, pos.p):
+                continue
+            self.used += 1
+            self.log_wealth += float(_log_factor(pos.p, pos.p_blind)[pos.emitted])
+            if self.log_wealth > (self.highs[-1][0] if self.highs else 0.0):
+                self.highs.append((self.log_wealth, pos.round.index, pos.round.line))
+        if facts.modelled:
+            self._power_terms(facts)
+
+    def _power_terms(self, facts: RoundFacts) -> None:
+        for bug in BUG_CLASSES:
+            if bug not in facts.outcomes:
+                continue
+            notes = self.notes.setdefault(bug.id, set())
+            growth = self.growth.setdefault(bug.id, _Growth())
+            for n, pos in enumerate(facts.positions):
+                outcome, bonus = facts.outcomes[bug][n], facts.bonus[bug][n]
+                law = outcome.emitted if isinstance(outcome, Outcome) else bonus
+                if isinstance(outcome, str):
+                    notes.add(outcome)
+                law = law if isinstance(law, np.ndarray) else pos.p
+                growth.moved = growth.moved or not np.array_equal(law, pos.p)
+                if pos.p_blind is None:
+                    continue
+                mean, variance, certain = _log_growth(pos.p, pos.p_blind, law)
+                growth.mean.add(mean)
+                growth.variance.add(variance)
+                growth.finite.add(certain)
+
+    def merge(self, other: HistoryState) -> None:
+        self.seen = self.seen or other.seen
+        self.used += other.used
+        for value, index, line in other.highs:
+            shifted = self.log_wealth + value
+            if shifted > (self.highs[-1][0] if self.highs else 0.0):
+                self.highs.append((shifted, index, line))
+        self.log_wealth += other.log_wealth
+        for bug, notes in other.notes.items():
+            self.notes.setdefault(bug, set()).update(notes)
+        for bug, growth in other.growth.items():
+            if bug in self.growth:
+                self.growth[bug].merge(growth)
+            else:
+                self.growth[bug] = growth
+
+    def result(self, alpha_level: float, power_scale: float = 1.0) -> CheckResult:
+        """Ville's test of p against p_blind on the emitted tokens: fails when the betting
+        wealth M reaches 1 / alpha."""
+        name = "history"
+        target = math.log(1 / alpha_level)
+        threshold = (f"sup ln M < ln(1/alpha) = {target:.2f} (Ville: P(sup M >= 1/alpha) "
+                     "<= alpha)")
+        if not self.seen:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "needs target logits, a target sampler that reads the history "
+                               "(penalties, DRY) and the prompt")
+        peak = self.highs[-1][0] if self.highs else 0.0
+        failed = peak >= target
+        detail = ""
+        if failed:
+            _, index, line = next(high for high in self.highs if high[0] >= target)
+            detail = (f"the wealth bet on p_blind reached 1/alpha at round {index} (line "
+                      f"{line}): the emitted tokens follow the law computed without the "
+                      "round's drafts in the history, not p (penalties blind to the drafts)")
+        powers = []
+        for bug in BUG_CLASSES:
+            if bug.id not in self.growth:
+                continue
+            growth = self.growth[bug.id]
+            if not growth.moved:
+                powers.append(Power(bug.id, None, "; ".join(sorted(self.notes[bug.id]))
+                                    or "no position affected"))
+                continue
+            powers.append(Power(bug.id, _power(
+                growth.mean.value * power_scale, growth.variance.value * power_scale,
+                1.0 - growth.finite.scaled(power_scale), alpha_level),
+                "normal approximation of ln M at the trace's end"))
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"sup ln M = {peak:.2f}, final ln M = {self.log_wealth:.2f} over {self.used} "
+            "positions where p_blind differs from p",
+            threshold, detail, powers,
+        )

@@ -1,21 +1,54 @@
-"""The law check: the emitted tokens against the target's p, by a randomised PIT and chi-square."""
+"""The law check: the emitted tokens against the target's p, by a randomised PIT and chi-square.
+
+The randomised probability integral transform maps a token drawn from p to a value uniform
+on [0, 1): tokens are ordered by a key fixed before the draw, token x covers [lo_x, lo_x +
+p(x)), and the value is lo + jitter * p(x). The check keeps, per possible number of bins
+(2 to 20: the bins follow the trace's length, known only at the end), the counts of those
+values in each bin, so that its state is a few hundred integers whatever the trace's length
+and two pieces' states merge by addition. The jitter of a position is fixed by the
+position's identity (`unit_hash`), so a piece checked anywhere draws the same one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
-from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes, emitted_laws
-from specaccept.conformance.positions import Position, token_rule
+from specaccept.conformance.bugs import BUG_CLASSES, Outcome
+from specaccept.conformance.exact import State
+from specaccept.conformance.positions import Position, RoundFacts, token_rule, unit_hash
 from specaccept.conformance.report import CheckResult, Power, Verdict
 
-__all__ = ["LAW_SEED", "check_law", "mean_bin_law", "pit_bounds", "pit_chi_square", "pit_power"]
+__all__ = [
+    "BIN_CHOICES",
+    "LAW_SEED",
+    "BinLaws",
+    "LawState",
+    "PitCounts",
+    "law_bins",
+    "pit_bounds",
+    "pit_chi_square",
+    "pit_value",
+]
 
 LAW_SEED = 0
-"""The seed of the randomised PIT, so a verdict is reproducible."""
+"""The seed of the randomised PIT's jitter, so a verdict is reproducible."""
 _MIN_LAW_TOKENS = 10
+BIN_CHOICES = tuple(range(2, 21))
+"""The bin counts a chi-square may use: `law_bins` picks one from the count of values."""
+_EDGES = sorted({Fraction(j, b) for b in BIN_CHOICES for j in range(1, b)})
+EDGES = np.array([float(edge) for edge in _EDGES])
+"""Every inner bin edge of every bin count, ascending (the Farey sequence of order 20)."""
+_EDGE_INDEX = {b: np.array([_EDGES.index(Fraction(j, b)) for j in range(1, b)])
+               for b in BIN_CHOICES}
+
+
+def law_bins(n: int) -> int:
+    """The chi-square's bins for n values: about five values a bin, 2 to 20 bins."""
+    return max(2, min(20, n // 5))
+
 
 def pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per token, the interval [lo, lo + p) the randomised PIT maps it into.
@@ -23,10 +56,113 @@ def pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Tokens are ordered by `key` descending, ties by id: an order fixed before the
     token is drawn, which is all the PIT needs.
     """
-    order = np.lexsort((np.arange(p.shape[0]), -key))
+    order = np.argsort(-key, kind="stable")
     lo = np.empty_like(p)
     lo[order] = np.cumsum(p[order]) - p[order]
     return lo, p
+
+
+def pit_value(p: np.ndarray, key: np.ndarray, token: int, jitter: float) -> float:
+    """The randomised PIT of `token`: the mass of the tokens ordered before it (key
+    descending, ties by id) plus `jitter` times its own, in one pass over V (no sort)."""
+    ahead = (key > key[token]) | ((key == key[token]) & (np.arange(p.shape[0]) < token))
+    return float(p[ahead].sum()) + jitter * float(p[token])
+
+
+def pit_chi_square(u: np.ndarray, bins: int) -> tuple[float, float]:
+    """Pearson's chi-square of PIT values against the uniform law on `bins` equal bins:
+    (statistic, p-value on bins - 1 degrees of freedom)."""
+    counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
+    return _chi_square(counts)
+
+
+def _chi_square(counts: np.ndarray) -> tuple[float, float]:
+    from scipy import stats
+
+    bins = counts.size
+    expected = counts.sum() / bins
+    chi2 = float(np.sum((counts - expected) ** 2 / expected))
+    return chi2, float(stats.chi2.sf(chi2, bins - 1))
+
+
+@dataclass
+class PitCounts(State):
+    """PIT values counted into the bins of every bin count in `BIN_CHOICES`."""
+
+    n: int = 0
+    counts: dict[int, list[int]] = field(default_factory=dict)
+
+    def add(self, u: float) -> None:
+        self.n += 1
+        for bins in BIN_CHOICES:
+            row = self.counts.setdefault(bins, [0] * bins)
+            row[min(int(u * bins), bins - 1)] += 1
+
+    def merge(self, other: PitCounts) -> None:
+        self.n += other.n
+        for bins, row in other.counts.items():
+            mine = self.counts.setdefault(bins, [0] * bins)
+            for i, count in enumerate(row):
+                mine[i] += count
+
+    def chi_square(self, bins: int) -> tuple[float, float]:
+        """(statistic, p-value) on `bins` equal bins."""
+        return _chi_square(np.array(self.counts[bins], dtype=np.float64))
+
+
+@dataclass
+class BinLaws(State):
+    """The power model's sum, over modelled positions, of the PIT's CDF at `EDGES` when
+    each position's token is drawn from a bug's law; `moved` once a law differs from p."""
+
+    positions: int = 0
+    cdf: list[float] = field(default_factory=lambda: [0.0] * (len(_EDGES) + 1))
+    moved: bool = False
+
+    def add(self, cdf: np.ndarray, moved: bool) -> None:
+        self.positions += 1
+        self.cdf = (np.array(self.cdf) + cdf).tolist()
+        self.moved = self.moved or moved
+
+    def merge(self, other: BinLaws) -> None:
+        self.positions += other.positions
+        self.cdf = (np.array(self.cdf) + np.array(other.cdf)).tolist()
+        self.moved = self.moved or other.moved
+
+    def power(self, n: int, bins: int, critical: float) -> float:
+        """The chance that the chi-square on `bins` bins over n values exceeds `critical`
+        (non-central chi-square approximation), the mean bin law estimated from the
+        modelled positions."""
+        from scipy import stats
+
+        if self.positions == 0:
+            return 0.0
+        mean_cdf = np.array(self.cdf) / self.positions
+        edges = np.concatenate([[0.0], mean_cdf[_EDGE_INDEX[bins]], [mean_cdf[-1]]])
+        mean_bins = np.diff(edges)
+        noncentrality = n * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
+        return float(stats.ncx2.sf(critical, bins - 1, noncentrality))
+
+
+def pit_cdf(p: np.ndarray, key: np.ndarray, laws: list[np.ndarray]) -> np.ndarray:
+    """Per law: the randomised PIT's CDF at `EDGES` (and, last, the law's total mass) when the
+    token is drawn from the law. At an edge t, the tokens whose interval lies below t count
+    whole, the one straddling it in part, a zero-width token at lo < t whole."""
+    order = np.argsort(-key, kind="stable")
+    width = p[order]
+    lo = np.cumsum(width) - width
+    index = np.searchsorted(lo, EDGES, side="left")  # tokens [0, index) start below t
+    last = np.maximum(index - 1, 0)
+    share = np.where(width[last] > 0,
+                     np.clip((EDGES - lo[last]) / np.where(width[last] > 0, width[last], 1),
+                             0, 1), 1.0)
+    out = np.empty((len(laws), EDGES.size + 1))
+    for n, law in enumerate(laws):
+        sorted_law = law[order]
+        below = np.concatenate([[0.0], np.cumsum(sorted_law)])
+        out[n, :-1] = np.where(index > 0, below[last] + sorted_law[last] * share, 0.0)
+        out[n, -1] = below[-1]
+    return out
 
 
 def _keys(position: Position, ordering: str) -> np.ndarray:
@@ -39,100 +175,100 @@ def _keys(position: Position, ordering: str) -> np.ndarray:
     return position.p
 
 
-def mean_bin_law(
-    bounds: Sequence[tuple[np.ndarray, np.ndarray]], laws: Sequence[np.ndarray], bins: int
-) -> np.ndarray:
-    """The PIT's distribution over `bins` equal bins, averaged over positions.
-
-    At each position a token drawn from `laws[n]` maps uniformly into its interval
-    [lo, lo + width) (a zero-width token sits at lo), so the PIT's mass below an
-    edge t is sum_x law(x) clip((t - lo) / width, 0, 1).
-    """
-    inner = np.linspace(0.0, 1.0, bins + 1)[1:-1]
-    lo = np.stack([b[0] for b in bounds])
-    width = np.stack([b[1] for b in bounds])
-    law = np.stack(laws)
-    total = np.zeros(bins)
-    chunk = max(1, 2_000_000 // (inner.size * lo.shape[1] + 1))
-    for start in range(0, lo.shape[0], chunk):
-        part = slice(start, start + chunk)
-        lo_p, width_p = lo[part, None, :], width[part, None, :]
-        below = np.where(width_p > 0,
-                         np.clip((inner[None, :, None] - lo_p) / np.where(width_p > 0, width_p, 1),
-                                 0, 1),
-                         lo_p < inner[None, :, None])
-        cdf = np.einsum("nbv,nv->nb", below, law[part])
-        edges = np.concatenate([np.zeros((cdf.shape[0], 1)), cdf,
-                                law[part].sum(axis=1, keepdims=True)], axis=1)
-        total += np.diff(edges, axis=1).sum(axis=0)
-    mean: np.ndarray = total / lo.shape[0]
-    return mean
+ORDERINGS = ("p", "q/p")
 
 
-def pit_chi_square(u: np.ndarray, bins: int) -> tuple[float, float]:
-    """Pearson's chi-square of PIT values against the uniform law on `bins` equal bins:
-    (statistic, p-value on bins - 1 degrees of freedom)."""
-    counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
-    expected = u.size / bins
-    chi2 = float(np.sum((counts - expected) ** 2 / expected))
-    return chi2, float(stats.chi2.sf(chi2, bins - 1))
+def position_jitter(seed: int, position: Position) -> float:
+    """The PIT's jitter at a position: fixed by the seed and the position's identity."""
+    round_ = position.round
+    return unit_hash(seed, round_.run.id, round_.index, position.offset)
 
 
-def pit_power(
-    bounds: Sequence[tuple[np.ndarray, np.ndarray]], laws: Sequence[np.ndarray], bins: int,
-    critical: float,
-) -> float:
-    """The probability that `pit_chi_square` exceeds `critical` when the token at each
-    position is drawn from `laws[n]` (non-central chi-square approximation)."""
-    mean_bins = mean_bin_law(bounds, laws, bins)
-    noncentrality = len(laws) * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
-    return float(stats.ncx2.sf(critical, bins - 1, noncentrality))
+@dataclass
+class LawState(State):
+    """The law check's state: the PIT counts under each ordering, and the power model."""
+
+    pit: dict[str, PitCounts] = field(
+        default_factory=lambda: {ordering: PitCounts() for ordering in ORDERINGS})
+    laws: dict[str, dict[str, BinLaws]] = field(default_factory=dict)
+    """Per bug, per ordering."""
+    notes: dict[str, set[str]] = field(default_factory=dict)
+
+    def update(self, facts: RoundFacts, model_power: bool = True) -> None:
+        for pos in facts.positions:
+            jitter = position_jitter(LAW_SEED, pos)
+            for ordering in ORDERINGS:
+                self.pit[ordering].add(pit_value(pos.p, _keys(pos, ordering), pos.emitted,
+                                                 jitter))
+        if facts.modelled and model_power:
+            self._power_terms(facts)
+
+    def _power_terms(self, facts: RoundFacts) -> None:
+        bugs = [bug for bug in BUG_CLASSES if bug in facts.outcomes]
+        for bug in bugs:
+            self.notes.setdefault(bug.id, set())
+            self.laws.setdefault(bug.id, {ordering: BinLaws() for ordering in ORDERINGS})
+        for n, pos in enumerate(facts.positions):
+            laws, moved = [], []
+            for bug in bugs:
+                outcome, bonus = facts.outcomes[bug][n], facts.bonus[bug][n]
+                law = outcome.emitted if isinstance(outcome, Outcome) else bonus
+                if isinstance(outcome, str):
+                    self.notes[bug.id].add(outcome)
+                law = law if isinstance(law, np.ndarray) else pos.p
+                laws.append(law)
+                moved.append(not np.array_equal(law, pos.p))
+            if not bugs:
+                continue
+            for ordering in ORDERINGS:
+                cdf = pit_cdf(pos.p, _keys(pos, ordering), laws)
+                for bug, row, changed in zip(bugs, cdf, moved, strict=True):
+                    self.laws[bug.id][ordering].add(row, changed)
+
+    def merge(self, other: LawState) -> None:
+        for ordering in ORDERINGS:
+            self.pit[ordering].merge(other.pit[ordering])
+        for bug, notes in other.notes.items():
+            self.notes.setdefault(bug, set()).update(notes)
+        for bug, by_ordering in other.laws.items():
+            mine = self.laws.setdefault(bug, {ordering: BinLaws() for ordering in ORDERINGS})
+            for ordering, laws in by_ordering.items():
+                mine[ordering].merge(laws)
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """The emitted tokens against p at each position: randomised PIT, chi-square on bins."""
+        from scipy import stats
+
+        name = "law"
+        n = self.pit["p"].n
+        if n < _MIN_LAW_TOKENS:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level / 2:g}",
+                               f"needs at least {_MIN_LAW_TOKENS} tokens, the trace has {n}")
+        bins = law_bins(n)
+        threshold = f"min p-value >= {alpha_level / 2:g} (two orderings, Bonferroni)"
+        statistics, p_values = zip(*(self.pit[ordering].chi_square(bins)
+                                     for ordering in ORDERINGS), strict=True)
+        critical = float(stats.chi2.isf(alpha_level / 2, bins - 1))
+        failed = min(p_values) < alpha_level / 2
+        powers = []
+        for bug in BUG_CLASSES:
+            if bug.id not in self.notes:
+                continue
+            laws = self.laws[bug.id]
+            if not any(law.moved for law in laws.values()):
+                powers.append(Power(bug.id, None,
+                                    "; ".join(sorted(self.notes[bug.id])) or
+                                    "no position affected"))
+                continue
+            best = max(laws[ordering].power(n, bins, critical) for ordering in ORDERINGS)
+            powers.append(Power(bug.id, best, "non-central chi-square approximation"))
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"chi2 = {statistics[0]:.2f} (p-order), {statistics[1]:.2f} (q/p-order), "
+            f"{bins - 1} d.o.f.; min p-value = {min(p_values):.3g}",
+            threshold,
+            "" if not failed else "the emitted tokens are not distributed as the target's p",
+            powers,
+        )
 
 
-def check_law(
-    positions: Sequence[Position], alpha_level: float, bug_outcomes: PositionOutcomes,
-    bonus_bug_laws: BonusLaws,
-) -> CheckResult:
-    """The emitted tokens against p at each position: randomised PIT, chi-square on bins."""
-    name = "law"
-    n = len(positions)
-    if n < _MIN_LAW_TOKENS:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level / 2:g}",
-                           f"needs at least {_MIN_LAW_TOKENS} tokens, the trace has {n}")
-    bins = max(2, min(20, n // 5))
-    threshold = f"min p-value >= {alpha_level / 2:g} (two orderings, Bonferroni)"
-    rng = np.random.default_rng(LAW_SEED)
-    jitter = rng.random(n)
-    statistics, p_values = [], []
-    bounds = {ordering: [pit_bounds(pos.p, _keys(pos, ordering)) for pos in positions]
-              for ordering in ("p", "q/p")}
-    for ordering in ("p", "q/p"):
-        u = np.array([lo[pos.emitted] + jitter[j] * width[pos.emitted]
-                      for j, (pos, (lo, width)) in enumerate(zip(positions, bounds[ordering],
-                                                                  strict=True))])
-        chi2, p_value = pit_chi_square(u, bins)
-        statistics.append(chi2)
-        p_values.append(p_value)
-    critical = float(stats.chi2.isf(alpha_level / 2, bins - 1))
-    failed = min(p_values) < alpha_level / 2
-    powers = []
-    for bug in BUG_CLASSES:
-        if bug not in bug_outcomes:
-            continue
-        laws, why_not = emitted_laws([pos.p for pos in positions], bug_outcomes[bug],
-                                     bonus_bug_laws[bug])
-        if laws is None:
-            powers.append(Power(bug.id, None, why_not))
-            continue
-        best = 0.0
-        for ordering in ("p", "q/p"):
-            best = max(best, pit_power(bounds[ordering], laws, bins, critical))
-        powers.append(Power(bug.id, best, "non-central chi-square approximation"))
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"chi2 = {statistics[0]:.2f} (p-order), {statistics[1]:.2f} (q/p-order), {bins - 1} "
-        f"d.o.f.; min p-value = {min(p_values):.3g}",
-        threshold,
-        "" if not failed else "the emitted tokens are not distributed as the target's p",
-        powers,
-    )

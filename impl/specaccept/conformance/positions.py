@@ -7,25 +7,32 @@ spec does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
+from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes
 from specaccept.conformance.trace import Round, Trace
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
+    "POWER_MODEL_VOCAB",
     "Position",
+    "RoundFacts",
     "claimed_rule",
     "decided_positions",
     "is_full_block_round",
+    "models_power",
     "prefix_weight",
     "read_cells",
+    "round_facts",
     "token_rule",
+    "unit_hash",
     "verify_block_round",
 ]
 
@@ -125,23 +132,101 @@ def _blind_rows(round_: Round, history: list[int]) -> np.ndarray | None:
     return np.array(mx.stack(rows), dtype=np.float64)
 
 
+def round_positions(round_: Round, history: list[int]) -> list[Position]:
+    """The round's emitted tokens with the laws each was decided on; `history` is the run's
+    prompt and emitted tokens before the round."""
+    out: list[Position] = []
+    blind = _blind_rows(round_, history)
+    target = round_.target_rows.astype(np.float64)
+    draft = round_.draft_rows.astype(np.float64) if round_.draft_rows is not None else None
+    for i, token in enumerate(round_.emitted):
+        tested = i < round_.k
+        q = draft[i] if tested and draft is not None and i < draft.shape[0] else None
+        out.append(Position(
+            round=round_, offset=i, p=target[i], q=q,
+            draft=round_.draft_tokens[i] if tested else None, emitted=token,
+            accepted=i < round_.num_accepted,
+            p_blind=blind[i] if blind is not None and i > 0 else None,
+        ))
+    return out
+
+
 def decided_positions(trace: Trace) -> list[Position]:
     """Every emitted token of the trace, in file order, with the laws it was decided on."""
     out: list[Position] = []
     histories = {run.id: list(run.prompt or []) for run in trace.runs.values()}
     for round_ in trace.rounds:
         history = histories[round_.run.id]
-        blind = _blind_rows(round_, history)
-        for i, token in enumerate(round_.emitted):
-            tested = i < round_.k
-            q = None
-            if tested and round_.draft_rows is not None and i < round_.draft_rows.shape[0]:
-                q = round_.draft_rows[i].astype(np.float64)
-            out.append(Position(
-                round=round_, offset=i, p=round_.target_rows[i].astype(np.float64), q=q,
-                draft=round_.draft_tokens[i] if tested else None, emitted=token,
-                accepted=i < round_.num_accepted,
-                p_blind=blind[i] if blind is not None and i > 0 else None,
-            ))
+        out += round_positions(round_, history)
         history += round_.emitted
     return out
+
+
+POWER_MODEL_VOCAB = 8192
+"""Up to this vocabulary every round's positions feed the power model; above it, a run's
+first rounds and a seeded share POWER_MODEL_VOCAB / vocab_size of the rest do, and the
+powers are scaled to the whole trace. The model costs several passes over V per bug and
+position; the verdicts read every round whatever the vocabulary."""
+_POWER_MODEL_FIRST_ROUNDS = 4
+
+
+def unit_hash(*key: object) -> float:
+    """A number in [0, 1) fixed by `key` alone: the same in any piece, process or language
+    (the first 8 bytes of BLAKE2b over the key's text, big-endian, over 2**64)."""
+    text = "/".join(str(part) for part in key).encode("utf-8")
+    digest = hashlib.blake2b(text, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+def models_power(round_: Round, vocab_size: int) -> bool:
+    """Whether the round's positions feed the power model (see `POWER_MODEL_VOCAB`)."""
+    if vocab_size <= POWER_MODEL_VOCAB or round_.index < _POWER_MODEL_FIRST_ROUNDS:
+        return True
+    return unit_hash("power", round_.run.id, round_.index) < POWER_MODEL_VOCAB / vocab_size
+
+
+def bug_models(positions: list[Position]) -> tuple[PositionOutcomes, BonusLaws]:
+    """Per bug, per position: the tested position's Outcome (or why n/a), and a bonus law."""
+    outcomes: PositionOutcomes = {}
+    bonus: BonusLaws = {}
+    for bug in BUG_CLASSES:
+        if not bug.models_positions:
+            continue
+        outcomes[bug], bonus[bug] = [], []
+        for pos in positions:
+            rule = claimed_rule(pos.round)
+            if rule is AcceptanceRule.BLOCK:
+                outcomes[bug].append("not modelled for block verification")
+                bonus[bug].append(None)
+                continue
+            if pos.tested and pos.q is not None and rule is not None:
+                outcomes[bug].append(bug.outcome(
+                    rule, pos.p, pos.q, draft_sampler=pos.round.run.draft_sampler,
+                    p_blind=pos.p_blind,
+                ))
+                bonus[bug].append(None)
+                continue
+            outcomes[bug].append(None)
+            bonus[bug].append(bug.bonus_law(pos.p, pos.p_blind))
+    return outcomes, bonus
+
+
+@dataclass
+class RoundFacts:
+    """One chain round as every check reads it: its positions and, when the round feeds the
+    power model, each bug's law at each position."""
+
+    round: Round
+    positions: list[Position]
+    modelled: bool
+    outcomes: PositionOutcomes = field(default_factory=dict)
+    bonus: BonusLaws = field(default_factory=dict)
+
+
+def round_facts(round_: Round, history: list[int], vocab_size: int) -> RoundFacts:
+    """The round's positions, and its bug models when `models_power` selects it."""
+    positions = round_positions(round_, history)
+    if not models_power(round_, vocab_size):
+        return RoundFacts(round_, positions, False)
+    outcomes, bonus = bug_models(positions)
+    return RoundFacts(round_, positions, True, outcomes, bonus)

@@ -8,20 +8,15 @@ library's categorical) replays its accept decisions alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import mlx.core as mx
 import numpy as np
 
-from specaccept.conformance.bugs import (
-    BUG_CLASSES,
-    BonusLaws,
-    Outcome,
-    PositionOutcomes,
-    correct_outcome,
-)
+from specaccept.conformance.bugs import BUG_CLASSES, Outcome, correct_outcome
+from specaccept.conformance.exact import LogSurvival, State
 from specaccept.conformance.positions import (
-    Position,
+    RoundFacts,
     claimed_rule,
     is_full_block_round,
     prefix_weight,
@@ -29,11 +24,11 @@ from specaccept.conformance.positions import (
     verify_block_round,
 )
 from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Round, Trace
+from specaccept.conformance.trace import Round
 from specaccept.core.acceptance import AcceptanceRule, verify_draft_token
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["check_replay", "replay_power"]
+__all__ = ["PowerProduct", "ReplayState"]
 
 
 def _scalar(array: mx.array) -> int:
@@ -162,75 +157,139 @@ def _replay_block_round(round_: Round, u: np.ndarray, accepts_only: bool) -> tup
                   f"is {token}{zero}")
 
 
-def check_replay(trace: Trace, powers: list[Power]) -> CheckResult:
-    """Every decision equals the spec's on the recorded uniforms; zero tolerance."""
-    name, threshold = "replay", "0 divergent decisions"
-    rounds = [r for r in trace.rounds if r.uniforms is not None]
-    if not rounds:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, "the trace records no uniforms")
-    compared, divergent, first, skipped, unrecorded = 0, 0, "", 0, 0
-    for round_ in rounds:
+@dataclass
+class PowerProduct(State):
+    """Per bug: the chance that no position shows it, as a product of per-position chances;
+    the notes of positions it does not apply to; whether any position applied."""
+
+    survival: dict[str, LogSurvival] = field(default_factory=dict)
+    notes: dict[str, set[str]] = field(default_factory=dict)
+
+    def add(self, bug: str, distance: float | None, note: str = "") -> None:
+        """One position: its chance `distance` of showing the bug, or a note why n/a."""
+        self.notes.setdefault(bug, set())
+        if distance is None:
+            if note:
+                self.notes[bug].add(note)
+            return
+        self.survival.setdefault(bug, LogSurvival()).add(distance)
+
+    def touch(self, bug: str) -> None:
+        self.notes.setdefault(bug, set())
+
+    def merge(self, other: PowerProduct) -> None:
+        for bug, notes in other.notes.items():
+            self.notes.setdefault(bug, set()).update(notes)
+        for bug, survival in other.survival.items():
+            if bug in self.survival:
+                self.survival[bug].merge(survival)
+            else:
+                self.survival[bug] = survival
+
+    def powers(self, scale: float, note: str, empty: str) -> list[Power]:
+        out = []
+        for bug in BUG_CLASSES:
+            if bug.id not in self.notes:
+                continue
+            survival = self.survival.get(bug.id)
+            if survival is None:
+                out.append(Power(bug.id, None, "; ".join(sorted(self.notes[bug.id])) or empty))
+            else:
+                out.append(Power(bug.id, 1.0 - survival.scaled(scale), note))
+        return out
+
+
+@dataclass
+class ReplayState(State):
+    """The replay check's state: decisions compared, divergent rounds, the first diagnosis,
+    the rounds left out and why, and the power model's products."""
+
+    rounds: int = 0
+    compared: int = 0
+    divergent: int = 0
+    first: str = ""
+    skipped: int = 0
+    unrecorded: int = 0
+    power: PowerProduct = field(default_factory=PowerProduct)
+
+    def update(self, facts: RoundFacts) -> None:
+        round_ = facts.round
+        if facts.modelled:
+            _power_terms(facts, self.power)
+        if round_.uniforms is None:
+            return
+        self.rounds += 1
         rule = claimed_rule(round_)
         tests_recorded, draws_recorded = _recorded(round_)
         accepts_only = not draws_recorded
         if not tests_recorded or (accepts_only and rule not in (AcceptanceRule.STOCHASTIC,
                                                                  AcceptanceRule.BLOCK)):
-            unrecorded += 1
-            continue
-        assert round_.uniforms is not None
+            self.unrecorded += 1
+            return
         # An unrecorded draw is read as 0 and its outcome not compared.
         u = np.nan_to_num(round_.uniforms, nan=0.0)
         if rule is AcceptanceRule.BLOCK:
             if not is_full_block_round(round_):
-                skipped += 1
-                continue
+                self.skipped += 1
+                return
             n, bad, diagnosis = _replay_block_round(round_, u, accepts_only)
-            compared += n
-            divergent += bad
-            first = first or diagnosis
-            continue
-        tested = min(len(round_.emitted), round_.k)
-        if rule is None or (rule.needs_proposal_distribution and tested and (
-                round_.draft_rows is None or round_.draft_rows.shape[0] < tested)):
-            skipped += 1
-            continue
-        n, bad, diagnosis = _replay_round(rule, round_, u, accepts_only)
-        compared += n
-        divergent += bad
-        first = first or diagnosis
-    if compared == 0:
-        why = ("no round records the uniforms its rule's decisions read" if unrecorded
-               else "no round has a rule this library replays and the rows it reads")
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, why)
-    not_replayed = [f"{skipped} rounds not replayable (unknown rule or missing q)"] * bool(
-        skipped) + [f"{unrecorded} rounds without the uniforms their decisions read"] * bool(
-        unrecorded)
-    detail = first or "; ".join(not_replayed)
-    return CheckResult(
-        name, Verdict.FAIL if divergent else Verdict.PASS,
-        f"divergent rounds = {divergent} of {len(rounds) - skipped - unrecorded} "
-        f"({compared} decisions)",
-        threshold, detail, powers,
-    )
+        else:
+            tested = min(len(round_.emitted), round_.k)
+            if rule is None or (rule.needs_proposal_distribution and tested and (
+                    round_.draft_rows is None or round_.draft_rows.shape[0] < tested)):
+                self.skipped += 1
+                return
+            n, bad, diagnosis = _replay_round(rule, round_, u, accepts_only)
+        self.compared += n
+        self.divergent += bad
+        self.first = self.first or diagnosis
+
+    def merge(self, other: ReplayState) -> None:
+        self.rounds += other.rounds
+        self.compared += other.compared
+        self.divergent += other.divergent
+        self.first = self.first or other.first
+        self.skipped += other.skipped
+        self.unrecorded += other.unrecorded
+        self.power.merge(other.power)
+
+    def result(self, power_scale: float) -> CheckResult:
+        """Every decision equals the spec's on the recorded uniforms; zero tolerance."""
+        name, threshold = "replay", "0 divergent decisions"
+        if not self.rounds:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "the trace records no uniforms")
+        if self.compared == 0:
+            why = ("no round records the uniforms its rule's decisions read" if self.unrecorded
+                   else "no round has a rule this library replays and the rows it reads")
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, why)
+        not_replayed = [f"{self.skipped} rounds not replayable (unknown rule or missing q)"] * \
+            bool(self.skipped) + [f"{self.unrecorded} rounds without the uniforms their "
+                                  "decisions read"] * bool(self.unrecorded)
+        detail = self.first or "; ".join(not_replayed)
+        return CheckResult(
+            name, Verdict.FAIL if self.divergent else Verdict.PASS,
+            f"divergent rounds = {self.divergent} of "
+            f"{self.rounds - self.skipped - self.unrecorded} ({self.compared} decisions)",
+            threshold, detail,
+            self.power.powers(power_scale, "lower bound", "no replayable position"),
+        )
 
 
-def replay_power(
-    positions: Sequence[Position], outcomes: PositionOutcomes,
-    bonus: BonusLaws,
-) -> list[Power]:
+def _power_terms(facts: RoundFacts, power: PowerProduct) -> None:
     """A lower bound: decisions on shared uniforms differ at least with the laws' TV."""
-    powers = []
     for bug in BUG_CLASSES:
-        if bug not in outcomes:
+        if bug not in facts.outcomes:
             continue
-        survive, notes, applicable = 1.0, set(), False
-        for pos, outcome, bonus_law in zip(positions, outcomes[bug], bonus[bug], strict=True):
-            rule = claimed_rule(pos.round)
-            # A lower bound still when rounds with an unrecorded uniform are left out.
-            if pos.round.uniforms is None or rule is None or not all(_recorded(pos.round)):
-                continue
+        power.touch(bug.id)
+        rule = claimed_rule(facts.round)
+        # A lower bound still when rounds with an unrecorded uniform are left out.
+        if facts.round.uniforms is None or rule is None or not all(_recorded(facts.round)):
+            continue
+        for pos, outcome, bonus_law in zip(facts.positions, facts.outcomes[bug],
+                                           facts.bonus[bug], strict=True):
             if isinstance(outcome, str):
-                notes.add(outcome)
+                power.add(bug.id, None, outcome)
                 continue
             if isinstance(outcome, Outcome) and pos.q is not None:
                 right = correct_outcome(rule, pos.p, outcome.claimed_q)
@@ -242,9 +301,4 @@ def replay_power(
                 distance = 0.5 * float(np.abs(bonus_law - pos.p).sum())
             else:
                 continue
-            applicable = True
-            survive *= 1.0 - min(1.0, distance)
-        powers.append(Power(bug.id, 1.0 - survive if applicable else None,
-                            "lower bound" if applicable else "; ".join(sorted(notes))
-                            or "no replayable position"))
-    return powers
+            power.add(bug.id, distance)

@@ -64,6 +64,8 @@ class ConformanceReport:
     alpha: float
     checks: list[CheckResult]
     truncated: str | None = None
+    power_note: str = ""
+    """How the powers were estimated, when not on every round."""
 
     @property
     def passed(self) -> bool:
@@ -76,6 +78,7 @@ class ConformanceReport:
             "rounds": self.rounds, "positions_tested": self.positions_tested,
             "tokens": self.tokens, "alpha": self.alpha, "truncated": self.truncated,
             "passed": self.passed, "checks": [c.to_json() for c in self.checks],
+            "power_note": self.power_note,
         }
 
     def to_text(self) -> str:
@@ -102,6 +105,8 @@ class ConformanceReport:
                         f">= {_floor(power.probability)}"
                         + (f" ({power.note})" if power.note else "")
                     )
+        if self.power_note:
+            lines.append(f"note: {self.power_note}")
         lines.append("verdict: " + ("CONFORMS" if self.passed else "DOES NOT CONFORM"))
         return "\n".join(lines)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from specaccept.conformance.bugs import DRAFT_CACHE_OVER_TRIM
-from specaccept.conformance.report import CheckResult, Power, Verdict
-from specaccept.conformance.trace import Round, Trace
+from dataclasses import dataclass
 
-__all__ = ["check_rewind"]
+from specaccept.conformance.bugs import DRAFT_CACHE_OVER_TRIM
+from specaccept.conformance.exact import State
+from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import Round
+
+__all__ = ["RewindState"]
 
 
 def _round_problems(round_: Round, prompt_length: int) -> list[str]:
@@ -51,25 +54,54 @@ def _round_problems(round_: Round, prompt_length: int) -> list[str]:
     return problems
 
 
-def check_rewind(trace: Trace) -> CheckResult:
-    """The rewind lemma's cache invariant every round with offsets; zero tolerance."""
-    name, threshold = "rewind", "0 rounds off the invariant"
-    rounds = [r for r in trace.rounds if r.cache is not None and r.run.prompt_length is not None]
-    if not rounds:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "the trace records no cache offsets")
-    bad: list[str] = []
-    for round_ in rounds:
-        assert round_.run.prompt_length is not None
+@dataclass
+class RewindState(State):
+    """The rewind check's state: rounds with offsets, rounds off the invariant, the first."""
+
+    rounds: int = 0
+    bad: int = 0
+    first: str = ""
+    drafter_shown: bool = False
+    """Whether a round after the first one with offsets records the drafter's cache."""
+
+    def update(self, round_: Round) -> None:
+        if round_.cache is None or round_.run.prompt_length is None:
+            return
+        shows = "draft_before" in round_.cache or "draft_after" in round_.cache
+        if self.rounds:
+            self.drafter_shown = self.drafter_shown or shows
+        else:
+            self.first_shows_drafter = shows
+        self.rounds += 1
         problems = _round_problems(round_, round_.run.prompt_length)
         if problems:
             run = f"run {round_.run.id!r} " if round_.run.id else ""
-            bad.append(f"{run}round {round_.index} (line {round_.line}): " + "; ".join(problems))
-    powers = [Power(DRAFT_CACHE_OVER_TRIM.id,
-                    1.0 if any(r.cache and ("draft_before" in r.cache or "draft_after" in r.cache)
-                               for r in rounds[1:]) else None,
-                    "deterministic: every round after the first shows it")]
-    return CheckResult(
-        name, Verdict.FAIL if bad else Verdict.PASS, f"rounds off = {len(bad)} of {len(rounds)}",
-        threshold, bad[0] if bad else "", powers,
-    )
+            self.bad += 1
+            self.first = self.first or (f"{run}round {round_.index} (line {round_.line}): "
+                                        + "; ".join(problems))
+
+    def merge(self, other: RewindState) -> None:
+        # The other piece's first round is a later round once this piece has one.
+        self.drafter_shown = self.drafter_shown or other.drafter_shown or (
+            self.rounds > 0 and other.first_shows_drafter)
+        if not self.rounds:
+            self.first_shows_drafter = other.first_shows_drafter
+        self.rounds += other.rounds
+        self.bad += other.bad
+        self.first = self.first or other.first
+
+    first_shows_drafter: bool = False
+    """Whether the piece's first round with offsets records the drafter's cache."""
+
+    def result(self) -> CheckResult:
+        """The rewind lemma's cache invariant every round with offsets; zero tolerance."""
+        name, threshold = "rewind", "0 rounds off the invariant"
+        if not self.rounds:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "the trace records no cache offsets")
+        powers = [Power(DRAFT_CACHE_OVER_TRIM.id, 1.0 if self.drafter_shown else None,
+                        "deterministic: every round after the first shows it")]
+        return CheckResult(
+            name, Verdict.FAIL if self.bad else Verdict.PASS,
+            f"rounds off = {self.bad} of {self.rounds}", threshold, self.first, powers,
+        )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, Outcome, PositionOutcomes
-from specaccept.conformance.positions import Position, claimed_rule, prefix_weight
-from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.bugs import BUG_CLASSES, Outcome
+from specaccept.conformance.exact import State
+from specaccept.conformance.positions import Position, RoundFacts, claimed_rule, prefix_weight
+from specaccept.conformance.replay import PowerProduct
+from specaccept.conformance.report import CheckResult, Verdict
 from specaccept.core.acceptance import AcceptanceRule
 
-__all__ = ["check_support", "support_power"]
+__all__ = ["SupportState"]
 
 
 def _support_violation(position: Position) -> str:
@@ -43,32 +45,52 @@ def _support_violation(position: Position) -> str:
     return ""
 
 
-def check_support(positions: Sequence[Position], powers: list[Power]) -> CheckResult:
-    """No emitted token with p = 0, no stochastic replacement with p <= q, no stochastic
-    rejection of a draft with p >= q (accepted with probability 1); zero tolerance."""
-    violations = [v for v in map(_support_violation, positions) if v]
-    return CheckResult(
-        "support", Verdict.FAIL if violations else Verdict.PASS,
-        f"violations = {len(violations)} of {len(positions)} tokens", "0 violations",
-        violations[0] if violations else "", powers,
-    )
+@dataclass
+class SupportState(State):
+    """The support check's state: tokens seen, violations, the first one, the power model."""
+
+    tokens: int = 0
+    violations: int = 0
+    first: str = ""
+    power: PowerProduct = field(default_factory=PowerProduct)
+
+    def update(self, facts: RoundFacts) -> None:
+        for position in facts.positions:
+            self.tokens += 1
+            violation = _support_violation(position)
+            if violation:
+                self.violations += 1
+                self.first = self.first or violation
+        if facts.modelled:
+            _power_terms(facts, self.power)
+
+    def merge(self, other: SupportState) -> None:
+        self.tokens += other.tokens
+        self.violations += other.violations
+        self.first = self.first or other.first
+        self.power.merge(other.power)
+
+    def result(self, power_scale: float) -> CheckResult:
+        """No emitted token with p = 0, no stochastic replacement with p <= q, no stochastic
+        rejection of a draft with p >= q (accepted with probability 1); zero tolerance."""
+        return CheckResult(
+            "support", Verdict.FAIL if self.violations else Verdict.PASS,
+            f"violations = {self.violations} of {self.tokens} tokens", "0 violations",
+            self.first, self.power.powers(power_scale, "", ""),
+        )
 
 
-def support_power(
-    positions: Sequence[Position], outcomes: PositionOutcomes,
-    bonus: BonusLaws,
-) -> list[Power]:
-    powers = []
+def _power_terms(facts: RoundFacts, power: PowerProduct) -> None:
     for bug in BUG_CLASSES:
-        if bug not in outcomes:
+        if bug not in facts.outcomes:
             continue
-        survive, notes, applicable = 1.0, set(), False
-        for pos, outcome, bonus_law in zip(positions, outcomes[bug], bonus[bug], strict=True):
+        power.touch(bug.id)
+        for pos, outcome, bonus_law in zip(facts.positions, facts.outcomes[bug],
+                                           facts.bonus[bug], strict=True):
             if isinstance(outcome, str):
-                notes.add(outcome)
+                power.add(bug.id, None, outcome)
                 continue
             if isinstance(outcome, Outcome):
-                applicable = True
                 emitted = outcome.emitted
                 violation = float(emitted[pos.p <= 0].sum())
                 if (claimed_rule(pos.round) is AcceptanceRule.STOCHASTIC and pos.q is not None
@@ -76,11 +98,7 @@ def support_power(
                     outside = (pos.p <= outcome.claimed_q) & (pos.p > 0)
                     violation += float(outcome.replaced[outside].sum())
             elif isinstance(bonus_law, np.ndarray):
-                applicable = True
                 violation = float(bonus_law[pos.p <= 0].sum())
             else:
                 continue
-            survive *= 1.0 - min(1.0, violation)
-        powers.append(Power(bug.id, 1.0 - survive if applicable else None,
-                            "" if applicable else "; ".join(sorted(notes))))
-    return powers
+            power.add(bug.id, violation)

@@ -447,6 +447,16 @@ class _RunState:
         self.position = 0
         self.rounds = 0
         self.batch_step: int | None = None
+        self.touched = False
+        """True once a round of the run was read (in a piece: a round of the piece)."""
+        self.resumed = False
+        """True while a run opened before a piece awaits its first round in the piece."""
+
+    @property
+    def reads_history(self) -> bool:
+        """Whether a sampler of the run reads the history, so its rows depend on it."""
+        return any(config is not None and config.uses_history
+                   for config in (self.run.target_sampler, self.run.draft_sampler))
 
 
 def _extra(record: Mapping[str, Any], line: int) -> None:
@@ -491,6 +501,7 @@ class _Reader:
             raise TraceError(line, "engine", f"must be a string, got {_brief(header['engine'])}")
         self.trace = Trace(header=header, vocab_size=self.vocab, version=version)
         self.open: dict[str, _RunState] = {}
+        self.resumed: dict[str, tuple[int, int, int]] = {}
         self.batch_slots: dict[tuple[int, int], int] = {}
         if version == 1:
             self._open(_run_fields(header, "", line, self.vocab))
@@ -505,25 +516,37 @@ class _Reader:
         self.open[run.id] = _RunState(run)
         self.trace.runs[run.id] = run
 
-    def record(self, record: object, line: int) -> None:
-        """Validate one line after the header: a run record, or a round appended to the trace."""
+    def resume_all(self) -> None:
+        """At the start of a piece: every open run enters at the round its next line says."""
+        for state in self.open.values():
+            state.resumed = True
+
+    def enter(self, record: Mapping[str, Any], line: int, state: _RunState) -> None:
+        """A resumed run's first round in the piece sets the run's counters from the record."""
+        if not state.resumed:
+            return
+        state.resumed = False
+        state.rounds = _int(record, "round", line)
+        state.position = _int(record, "position", line)
+        self.resumed[state.run.id] = (line, state.rounds, state.position)
+
+    def record(self, record: object, line: int) -> Round | TreeRound | Run:
+        """Validate one line after the header: a run record (returned as the `Run` it opens)
+        or a round (returned, and counted in the run's state)."""
         if not isinstance(record, dict):
             raise TraceError(line, "record", f"must be a JSON object, got {type(record).__name__}")
         if self.version == 1:
             for key in ("record", "run", "extra"):
                 if key in record:
                     raise TraceError(line, key, "is a version 2 field, in a version 1 trace")
-            self.trace.rounds.append(self.round(record, line, self.open[""]))
-            return
+            return self.round(record, line, self.open[""])
         if record.get("record") == TREE_ROUND_RECORD:
-            self.trace.tree_rounds.append(_tree_round(self, record, line))
-            return
+            return _tree_round(self, record, line)
         if "record" in record:
             if record["record"] != "run":
                 raise TraceError(line, "record", f"must be 'run' (a run record), got "
                                  f"{_brief(record['record'])}")
-            self.run_record(record, line)
-            return
+            return self.run_record(record, line)
         run_id = record.get("run")
         if not isinstance(run_id, str):
             raise TraceError(line, "run", f"must name the round's run (a string), got "
@@ -531,9 +554,9 @@ class _Reader:
         if run_id not in self.open:
             raise TraceError(line, "run", f"names run {run_id!r}, which no earlier line opened")
         _extra(record, line)
-        self.trace.rounds.append(self.round(record, line, self.open[run_id]))
+        return self.round(record, line, self.open[run_id])
 
-    def run_record(self, record: Mapping[str, Any], line: int) -> None:
+    def run_record(self, record: Mapping[str, Any], line: int) -> Run:
         unknown = sorted(set(record) - _RUN_KEYS)
         if unknown:
             raise TraceError(line, unknown[0], f"is not a run record field ({sorted(_RUN_KEYS)})")
@@ -545,7 +568,9 @@ class _Reader:
             raise TraceError(line, "run", f"opens run {run_id!r} a second time (first opened on "
                              f"line {self.open[run_id].run.line})")
         _extra(record, line)
-        self._open(_run_fields(record, run_id, line, self.vocab))
+        run = _run_fields(record, run_id, line, self.vocab)
+        self._open(run)
+        return run
 
     def _probabilities(
         self, kind: str, rows: np.ndarray, state: _RunState, drafts: list[int],
@@ -593,6 +618,8 @@ class _Reader:
         unknown = sorted(set(record) - keys)
         if unknown:
             raise TraceError(line, unknown[0], f"is not a round field ({sorted(keys)})")
+        self.enter(record, line, state)
+        state.touched = True
         index = state.rounds
         of_run = "" if self.version == 1 else f" of run {state.run.id!r}"
         if _int(record, "round", line) != index:
@@ -797,9 +824,155 @@ def _parse(text: str) -> object:
         raise ValueError(str(error).split("; ")[0]) from None
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read and validate a trace (``.jsonl``, or ``.jsonl.gz`` compressed).
+class TraceStream:
+    """A trace read one record at a time: iterate it for its rounds, each validated as it
+    is read and forgotten by the reader once yielded, so memory holds one round's rows.
 
+    The header is read on construction (`header`, `vocab_size`, `version`); `runs` fills
+    as run records are read; `truncated` is set when a cut last line ends the iteration.
+
+    A *piece* of the trace (`first_line`, `last_line`: 1-based, inclusive) yields only the
+    rounds on those lines. The lines before it are scanned for run records alone (and, for a
+    run whose sampler reads the history, for the tokens its rounds emitted); a run already
+    under way enters the piece at whatever round and position its first line there says,
+    and `entries` keeps that (round, position) so that `merge` can check the pieces join.
+
+    Raises:
+        TraceError: on iteration, the first malformed line, naming its number and field.
+        OSError: the file cannot be read.
+    """
+
+    def __init__(
+        self, path: str | Path, first_line: int = 2, last_line: int | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.first_line = max(2, first_line)
+        self.last_line = last_line
+        self.truncated: str | None = None
+        self.rounds_read = 0
+        self.entries: dict[str, tuple[int, int, int]] = {}
+        """Per run under way before the piece: (line, round, position) of its first round."""
+        self._lines = _lookahead(_lines(path))
+        header = self._header()
+        self._reader = _Reader(header)
+        self.header = header
+        self.vocab_size = self._reader.vocab
+        self.version = self._reader.version
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        """Every run opened so far, by id, in the order they were opened."""
+        return self._reader.trace.runs
+
+    def exits(self) -> dict[str, tuple[int, int, int | None]]:
+        """Per run with a round in the piece: (next round, tokens emitted, last batch step)."""
+        return {run_id: (state.rounds, state.position, state.batch_step)
+                for run_id, state in self._reader.open.items() if state.touched}
+
+    def _header(self) -> dict[str, Any]:
+        for number, raw, _complete, _ in self._lines:
+            try:
+                record = _parse(_decode(raw, number))
+            except ValueError as error:
+                raise TraceError(number, "record", f"is not valid JSON: {error}") from None
+            if not isinstance(record, dict):
+                raise TraceError(number, "header", "must be a JSON object")
+            return record
+        raise TraceError(1, "header", "the trace is empty")
+
+    def _skip(self, raw: bytes, number: int) -> None:
+        """A line before the piece: open its run, or extend a history-reading run's history."""
+        reader = self._reader
+        history_runs = [state for state in reader.open.values() if state.reads_history]
+        if b'"record"' not in raw and not history_runs:
+            return
+        try:
+            record = _parse(_decode(raw, number))
+        except ValueError as error:
+            raise TraceError(number, "record", f"is not valid JSON: {error}") from None
+        if not isinstance(record, dict):
+            raise TraceError(number, "record", f"must be a JSON object, got "
+                             f"{type(record).__name__}")
+        if record.get("record") == "run":
+            reader.run_record(record, number)
+            return
+        state = reader.open.get(record.get("run", "") if reader.version == 2 else "")
+        if state is not None and state.reads_history:
+            state.history += _tokens(record, "emitted", number, reader.vocab)
+
+    def __iter__(self) -> Iterator[Round | TreeRound]:
+        reader = self._reader
+        for number, raw, complete, last in self._lines:
+            if number < self.first_line:
+                self._skip(raw, number)
+                continue
+            if self.last_line is not None and number > self.last_line:
+                return
+            cut = last and not complete and self.rounds_read > 0
+            text = ""
+            try:
+                text = _decode(raw, number, cut)
+                record = _parse(text)
+            except ValueError as error:
+                if cut or (last and self.rounds_read and not text.strip()):
+                    self.truncated = (
+                        f"line {number} is an incomplete JSON record ({error}); "
+                        f"the {self.rounds_read} rounds before it were checked"
+                    )
+                    return
+                if isinstance(error, TraceError):
+                    raise
+                raise TraceError(number, "record", f"is not valid JSON: {error}") from None
+            if number == self.first_line and self.first_line > 2:
+                reader.resume_all()
+            item = reader.record(record, number)
+            if isinstance(item, Run):
+                continue
+            if item.run.id in reader.resumed:
+                self.entries[item.run.id] = reader.resumed.pop(item.run.id)
+            self.rounds_read += 1
+            yield item
+        if self.rounds_read == 0 and self.first_line == 2 and self.last_line is None:
+            raise TraceError(2, "round", "the trace has a header and no round: nothing to check")
+
+
+def _decode(raw: bytes, number: int, cut: bool = False) -> str:
+    """A line's text; a line cut inside a multi-byte character keeps what precedes it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if cut:  # a writer stopped inside a multi-byte character
+            return raw[:error.start].decode("utf-8")
+        raise TraceError(number, "record", f"is not UTF-8: byte 0x{raw[error.start]:02x} "
+                         f"at column {error.start + 1}") from None
+
+
+def _lookahead(
+    lines: Iterator[tuple[int, bytes, bool]],
+) -> Iterator[tuple[int, bytes, bool, bool]]:
+    """(number, bytes, complete, last): `last` marks the final line with content, and the
+    blank lines that end a file are dropped (a blank line before content is kept, to be
+    refused)."""
+    blanks: list[tuple[int, bytes, bool]] = []
+    previous: tuple[int, bytes, bool] | None = None
+    for line in lines:
+        if line[1].strip() == b"" and line[2]:
+            blanks.append(line)
+            continue
+        if previous is not None:
+            yield (*previous, False)
+        for blank in blanks:
+            yield (*blank, False)
+        blanks = []
+        previous = line
+    if previous is not None:
+        yield (*previous, True)
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read and validate a whole trace (``.jsonl``, or ``.jsonl.gz`` compressed) into memory.
+
+    For long traces, `TraceStream` reads one round at a time (what `conform` does).
     A last line that is not a complete JSON document (a writer stopped mid-line) is
     reported in `Trace.truncated` and the rounds before it are kept; any other defect
     raises.
@@ -808,45 +981,16 @@ def read_trace(path: str | Path) -> Trace:
         TraceError: the first malformed line, naming its number and field.
         OSError: the file cannot be read.
     """
-    lines = list(_lines(path))
-    while lines and lines[-1][1].strip() == b"" and lines[-1][2]:
-        lines.pop()
-    if not lines:
-        raise TraceError(1, "header", "the trace is empty")
-    reader: _Reader | None = None
-    for number, raw, complete in lines:
-        last = number == lines[-1][0]
-        cut = last and not complete and reader is not None and bool(reader.trace.round_count)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            if cut:  # a writer stopped inside a multi-byte character
-                text = raw[:error.start].decode("utf-8")
-            else:
-                raise TraceError(number, "record", f"is not UTF-8: byte 0x{raw[error.start]:02x} "
-                                 f"at column {error.start + 1}") from None
-        try:
-            record = _parse(text)
-        except ValueError as error:
-            if cut or (last and reader is not None and reader.trace.round_count
-                       and not text.strip()):
-                assert reader is not None
-                reader.trace.truncated = (
-                    f"line {number} is an incomplete JSON record ({error}); "
-                    f"the {reader.trace.round_count} rounds before it were checked"
-                )
-                return reader.trace
-            raise TraceError(number, "record", f"is not valid JSON: {error}") from None
-        if reader is None:
-            if not isinstance(record, dict):
-                raise TraceError(number, "header", "must be a JSON object")
-            reader = _Reader(record)
-            continue
-        reader.record(record, number)
-    assert reader is not None
-    if not reader.trace.round_count:
-        raise TraceError(2, "round", "the trace has a header and no round: nothing to check")
-    return reader.trace
+    stream = TraceStream(path)
+    trace = Trace(header=stream.header, vocab_size=stream.vocab_size, version=stream.version)
+    for item in stream:
+        if isinstance(item, TreeRound):
+            trace.tree_rounds.append(item)
+        else:
+            trace.rounds.append(item)
+    trace.runs = dict(stream.runs)
+    trace.truncated = stream.truncated
+    return trace
 
 
 # --- tree rounds (version 2) -----------------------------------------------------------------
@@ -964,6 +1108,8 @@ def _tree_round(reader: _Reader, record: dict[str, Any], line: int) -> TreeRound
                          f"{_brief(run_id)}")
     _extra(record, line)
     state, vocab = reader.open[run_id], reader.vocab
+    reader.enter(record, line, state)
+    state.touched = True
     if _int(record, "round", line) != state.rounds:
         raise TraceError(line, "round", f"must be {state.rounds} (rounds of run {run_id!r} are "
                          "numbered from 0 in order, chain and tree rounds together)")
