@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -41,6 +42,27 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _piece(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be I/N with whole numbers, got {text!r}") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"must have 1 <= I <= N, got {text!r}")
+    return i, n
+
+
 def add_parser(commands: Any) -> None:
     """Register `conform` on the subparsers action `commands`."""
     conform: argparse.ArgumentParser = commands.add_parser(
@@ -51,7 +73,26 @@ def add_parser(commands: Any) -> None:
         "and power against the known bug classes; a trace's tree rounds get the same checks "
         "made for trees.",
     )
-    conform.add_argument("trace", help="the trace, .jsonl or .jsonl.gz")
+    conform.add_argument(
+        "trace", nargs="+",
+        help="the trace, .jsonl or .jsonl.gz; several files are one engine's trace in "
+        "pieces (one per replica, say), checked as one; with --merge, saved states")
+    conform.add_argument(
+        "--jobs", type=_jobs, default=None,
+        help="processes checking pieces of the trace in parallel (default: the machine's "
+        f"cores, {os.cpu_count() or 1}; a file is cut into pieces of at least 8 MiB)")
+    conform.add_argument(
+        "--save-state", metavar="FILE",
+        help="write the checks' state (JSON; .gz compresses) instead of a report, to merge "
+        "later with --merge: check pieces anywhere, merge their states here")
+    conform.add_argument(
+        "--piece", type=_piece, metavar="I/N",
+        help="check only piece I of N of the trace (1-based; lines cut as --jobs cuts them), "
+        "for --save-state")
+    conform.add_argument(
+        "--merge", action="store_true",
+        help="the positional files are states saved by --save-state, in file order: merge "
+        "them and report")
     conform.add_argument("--alpha", type=_alpha, default=1e-4,
                          help="false-alarm probability of each statistical check")
     conform.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -125,20 +166,20 @@ def _record(args: argparse.Namespace) -> dict[str, float]:
         tokens = trace_generator(generator, prompt, args.max_tokens, buffer, seed=args.seed)
     times["traced run"] = time.perf_counter() - start
     try:
-        with open(args.trace, "w", encoding="utf-8") as stream:
+        with open(args.trace_path, "w", encoding="utf-8") as stream:
             stream.write(buffer.getvalue())
     except OSError as error:
-        raise ValueError(f"cannot write the trace {args.trace!r}: {error.strerror}") from None
-    print(f"recorded {args.record}: {len(tokens)} tokens -> {args.trace}", file=sys.stderr)
+        raise ValueError(f"cannot write the trace {args.trace_path!r}: {error.strerror}") from None
+    print(f"recorded {args.record}: {len(tokens)} tokens -> {args.trace_path}", file=sys.stderr)
     return times
 
 
 def _write(args: argparse.Namespace, text: str) -> None:
     try:
-        with open(args.trace, "w", encoding="utf-8") as stream:
+        with open(args.trace_path, "w", encoding="utf-8") as stream:
             stream.write(text)
     except OSError as error:
-        raise ValueError(f"cannot write the trace {args.trace!r}: {error.strerror}") from None
+        raise ValueError(f"cannot write the trace {args.trace_path!r}: {error.strerror}") from None
 
 
 def _record_tree(
@@ -167,25 +208,70 @@ def _record_tree(
     times["traced run"] = time.perf_counter() - start
     _write(args, buffer.getvalue())
     print(f"recorded specaccept --tree {width}x{depth} ({scheme}): {len(tokens)} tokens -> "
-          f"{args.trace}", file=sys.stderr)
+          f"{args.trace_path}", file=sys.stderr)
     return times
+
+
+def _checker(args: argparse.Namespace) -> Any:
+    """The checks' state over the trace files, their pieces, or saved states."""
+    from specaccept.conformance.pieces import (
+        check_paths,
+        check_piece,
+        load_state,
+        merge_states,
+        split_trace,
+    )
+
+    if args.merge:
+        return merge_states([load_state(path) for path in args.trace])
+    for path in args.trace:
+        if not os.path.isfile(path):
+            raise ValueError(f"cannot read the trace {path!r}: no such file")
+    if args.piece is not None:
+        if len(args.trace) != 1:
+            raise ValueError(f"--piece cuts one trace file, got {len(args.trace)}")
+        index, count = args.piece
+        pieces = split_trace(args.trace[0], count)
+        if index > len(pieces):
+            raise ValueError(f"--piece {index}/{count}: the trace is cut into {len(pieces)} "
+                             f"pieces only (at least 8 MiB each)")
+        return check_piece(pieces[index - 1])
+    return check_paths(args.trace, args.jobs or os.cpu_count() or 1)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the trace (recording it first with --record); print the report."""
-    from specaccept.conformance import check_trace, read_trace
+    from specaccept.conformance.batch import PieceConflict
+    from specaccept.conformance.pieces import save_state
 
     if args.time and not args.record:
         raise ValueError("--time needs --record: it times the engine's run")
     if args.tree is not None and not args.record:
         raise ValueError("--tree needs --record specaccept: it says which engine to record")
+    if args.record and (len(args.trace) != 1 or args.merge):
+        raise ValueError("--record writes one trace: give one TRACE path, without --merge")
+    if args.merge and args.piece is not None:
+        raise ValueError("--piece checks a piece of a trace; --merge merges saved states")
+    if args.record:
+        args.trace_path = args.trace[0]
     times = _record(args) if args.record else {}
     start = time.perf_counter()
     try:
-        trace = read_trace(args.trace)
+        checker = _checker(args)
     except OSError as error:
-        raise ValueError(f"cannot read the trace {args.trace!r}: {error.strerror}") from None
-    report = check_trace(trace, alpha=args.alpha)
+        raise ValueError(f"cannot read {error.filename!r}: {error.strerror}") from None
+    except PieceConflict as error:
+        raise ValueError(f"the pieces do not make one trace: {error}") from None
+    if args.save_state:
+        try:
+            save_state(checker, args.save_state)
+        except OSError as error:
+            raise ValueError(f"cannot write the state {args.save_state!r}: "
+                             f"{error.strerror}") from None
+        print(f"state of {checker.rounds + len(checker.tree_rounds)} rounds -> "
+              f"{args.save_state}", file=sys.stderr)
+        return 0
+    report = checker.report(args.alpha)
     if times:
         times["read and check"] = time.perf_counter() - start
     if args.json:
@@ -208,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{extra / times['untraced run']:.2f}x the untraced run")
         if args.markdown:
             print("```")
-    if trace.truncated:
-        print(f"specaccept: warning: the trace is truncated: {trace.truncated}", file=sys.stderr)
+    if report.truncated:
+        print(f"specaccept: warning: the trace is truncated: {report.truncated}",
+              file=sys.stderr)
     return 0 if report.passed else 1

@@ -71,7 +71,7 @@ def _interval(position: Position, rule: AcceptanceRule) -> tuple[float, float] |
 
 
 def _shared_uniforms(
-    steps: dict[int, list[_Entry]], alpha_level: float
+    steps: dict[tuple[str, int], list[_Entry]], alpha_level: float
 ) -> tuple[int, int, float, str, int]:
     """(coincidences D, threshold c, mu, first diagnosis, coincidences a shared coin gives)."""
     spacing = uniform_spacing([v for rounds in steps.values() for r in rounds for v in r.values])
@@ -86,7 +86,7 @@ def _shared_uniforms(
                 if other is not None and other is not entry:
                     coincidences += 1
                     first = first or (
-                        f"step {step}: round {entry.index} of run {entry.run!r} (line "
+                        f"step {step[1]}: round {entry.index} of run {entry.run!r} (line "
                         f"{entry.line}) reads u = {value!r}, which round {other.index} of run "
                         f"{other.run!r} (line {other.line}) read in the same step: the rows "
                         "of a batch share their uniforms")
@@ -100,7 +100,7 @@ def _shared_uniforms(
             shared)
 
 
-def _pairs(steps: dict[int, list[_Entry]]) -> list[tuple[float, float, float, float]]:
+def _pairs(steps: dict[tuple[str, int], list[_Entry]]) -> list[tuple[float, float, float, float]]:
     """Per pair of requests tested at one offset of one step: (A_a - rho_a)(A_b - rho_b),
     its variance under independence, and its mean under a shared coin; plus rho_a rho_b."""
     out = []
@@ -126,11 +126,12 @@ class BatchState(State):
     """The batch check's state: each step's rounds (what the step's tests read), and each
     batched request's own acceptance and law states."""
 
-    steps: dict[int, list[_Entry]] = field(default_factory=dict)
+    steps: dict[tuple[str, int], list[_Entry]] = field(default_factory=dict)
+    """Per (trace file, step): a step number names one forward pass of one engine."""
     acceptance: dict[str, AcceptanceState] = field(default_factory=dict)
     law: dict[str, LawState] = field(default_factory=dict)
 
-    def update(self, facts: RoundFacts) -> None:
+    def update(self, facts: RoundFacts, source: str = "") -> None:
         round_ = facts.round
         if round_.batch is None:
             return
@@ -143,7 +144,7 @@ class BatchState(State):
                     interval = _interval(pos, rule)
                     if interval is not None:
                         tests.append((pos.offset, pos.accepted, *interval))
-        self.steps.setdefault(step, []).append(_Entry(
+        self.steps.setdefault((source, step), []).append(_Entry(
             slot, round_.run.id, round_.index, round_.line, read_uniforms(round_),
             read_cells(round_) if round_.uniforms is not None else [],
             round_.uniforms is not None, tests))
@@ -157,7 +158,7 @@ class BatchState(State):
             slots = {entry.slot: entry.line for entry in mine}
             for entry in entries:
                 if entry.slot in slots:
-                    raise PieceConflict(f"slot {entry.slot} of step {step} is claimed by line "
+                    raise PieceConflict(f"slot {entry.slot} of step {step[1]} is claimed by line "
                                         f"{slots[entry.slot]} and by line {entry.line}: one row "
                                         "of a batch verifies one round")
             mine += entries

@@ -58,6 +58,8 @@ class TraceChecker(State):
 
     vocab_size: int
     header: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    """The trace file the rounds came from (a batch step is a step of one file)."""
     rounds: int = 0
     modelled: int = 0
     tokens: int = 0
@@ -96,12 +98,12 @@ class TraceChecker(State):
         self.rewind.update(round_)
         self.draft_law.update(facts)
         self.history.update(facts)
-        self.batch.update(facts)
+        self.batch.update(facts, self.source)
 
     def merge(self, other: TraceChecker) -> None:
         """Append the state of the next piece (a later part of the same trace, or another
         trace file of the same engine, whose runs are its own)."""
-        for key in ("format", "version", "vocab_size", "engine"):
+        for key in ("format", "vocab_size", "engine"):
             if self.header.get(key) != other.header.get(key):
                 raise PieceConflict(f"the pieces' headers differ in {key!r}: "
                                     f"{self.header.get(key)!r} against {other.header.get(key)!r}")

@@ -864,6 +864,11 @@ class TraceStream:
         """Every run opened so far, by id, in the order they were opened."""
         return self._reader.trace.runs
 
+    def history_before(self, round_: Round | TreeRound) -> list[int]:
+        """The run's prompt and emitted tokens before `round_`, the round just yielded."""
+        history = self._reader.open[round_.run.id].history
+        return history[: len(history) - len(round_.emitted)]
+
     def exits(self) -> dict[str, tuple[int, int, int | None]]:
         """Per run with a round in the piece: (next round, tokens emitted, last batch step)."""
         return {run_id: (state.rounds, state.position, state.batch_step)

@@ -1,0 +1,192 @@
+"""Checking a trace in pieces: split it, check the pieces anywhere, merge their states.
+
+A piece is a range of a trace file's lines (or a whole file of a multi-file trace, one
+per replica, say). `check_piece` reads one piece with `TraceStream` and returns the
+checkers' state; `merge_states` folds the states in file order into one, refusing pieces
+that cannot belong together (other headers, a run split inconsistently, a slot of a batch
+step claimed twice); the merged state's report equals that of one pass over the whole
+trace. `check_paths` does all of it in parallel processes; `save_state` and `load_state`
+carry a state between machines as versioned JSON.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gzip
+import json
+import multiprocessing
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from specaccept.conformance import acceptance, batch, draftlaw, exact, fresh, history, law
+from specaccept.conformance import replay, rewind, support
+from specaccept.conformance.checks import RunSpan, TraceChecker
+from specaccept.conformance.trace import TraceStream
+
+__all__ = [
+    "PIECE_BYTES",
+    "STATE_FORMAT",
+    "STATE_VERSION",
+    "Piece",
+    "check_paths",
+    "check_piece",
+    "load_state",
+    "merge_states",
+    "save_state",
+    "split_trace",
+]
+
+STATE_FORMAT = "specaccept-conform-state"
+STATE_VERSION = 1
+"""The version of the saved state's JSON; a state of another version is refused."""
+PIECE_BYTES = 8 * 2**20
+"""A trace file is cut into pieces of at least this many bytes: smaller pieces cost more
+in process start-up than they save."""
+
+Piece = tuple[str, int, int | None]
+"""(path, first line, last line or None for the end), lines 1-based and inclusive."""
+
+
+def check_piece(piece: Piece) -> TraceChecker:
+    """Every check's state over one piece of a trace.
+
+    Raises:
+        TraceError: a malformed line of the piece.
+        OSError: the file cannot be read.
+    """
+    path, first, last = piece
+    stream = TraceStream(path, first, last)
+    header = {key: stream.header.get(key) for key in ("format", "version", "vocab_size",
+                                                      "engine")}
+    checker = TraceChecker(vocab_size=stream.vocab_size, header=header, source=path)
+    opened: dict[str, int] = {}
+    for round_ in stream:
+        run = round_.run
+        if run.id not in opened:
+            opened[run.id] = round_.line
+        reads = any(c is not None and c.uses_history for c in (run.target_sampler,
+                                                                run.draft_sampler))
+        checker.update(round_, stream.history_before(round_) if reads else None)
+    checker.truncated = stream.truncated
+    for run_id, (step_round, position, _) in stream.exits().items():
+        entry = stream.entries.get(run_id)
+        line = entry[0] if entry is not None else stream.runs[run_id].line
+        checker.runs[run_id] = RunSpan(path, line, entry[1:] if entry is not None else None,
+                                       (step_round, position))
+    return checker
+
+
+def split_trace(path: str, pieces: int) -> list[Piece]:
+    """Cut a trace file into at most `pieces` ranges of lines of about equal bytes (never
+    below `PIECE_BYTES` each); a compressed file is one piece."""
+    size = os.path.getsize(path)
+    pieces = max(1, min(pieces, size // PIECE_BYTES))
+    if pieces == 1 or path.endswith(".gz"):
+        return [(path, 2, None)]
+    cuts, out = [size * i // pieces for i in range(1, pieces)], []
+    starts = [2]
+    with open(path, "rb") as stream:
+        number, offset, cut = 0, 0, 0
+        for raw in stream:
+            number += 1
+            offset += len(raw)
+            if cut < len(cuts) and offset >= cuts[cut] and number >= starts[-1]:
+                starts.append(number + 1)
+                while cut < len(cuts) and offset >= cuts[cut]:
+                    cut += 1
+    starts = sorted(set(starts))
+    for i, start in enumerate(starts):
+        out.append((path, start, starts[i + 1] - 1 if i + 1 < len(starts) else None))
+    return out
+
+
+def merge_states(states: Sequence[TraceChecker]) -> TraceChecker:
+    """The states of consecutive pieces, in file order, as one.
+
+    Raises:
+        PieceConflict: the pieces cannot belong to one trace (see `TraceChecker.merge`).
+    """
+    if not states:
+        raise ValueError("merge_states needs at least one state")
+    merged = states[0]
+    for state in states[1:]:
+        merged.merge(state)
+    return merged
+
+
+def _check(piece: Piece) -> TraceChecker:
+    return check_piece(piece)
+
+
+def check_paths(paths: Sequence[str], jobs: int) -> TraceChecker:
+    """Every check over the trace files `paths` (one engine's: pieces of one trace, or one
+    trace per replica), each file cut into pieces, checked by `jobs` processes, merged."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    per_file = max(1, -(-jobs // len(paths)))
+    pieces = [piece for path in paths for piece in split_trace(path, per_file)]
+    if jobs == 1 or len(pieces) == 1:
+        return merge_states([check_piece(piece) for piece in pieces])
+    # Fresh interpreters: a forked child would inherit the parent's MLX and BLAS threads.
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(pieces)),
+                                                mp_context=context) as pool:
+        states = list(pool.map(_check, pieces))
+    return merge_states(states)
+
+
+_STATES: dict[str, Any] = {
+    cls.__name__: cls for module in (acceptance, batch, draftlaw, exact, fresh, history, law,
+                                     replay, rewind, support)
+    for cls in vars(module).values()
+    if isinstance(cls, type) and hasattr(cls, "from_json") and cls.__module__ == module.__name__
+}
+_STATES["TraceChecker"] = TraceChecker
+_STATES["RunSpan"] = RunSpan
+
+
+def save_state(state: TraceChecker, path: str | Path) -> None:
+    """Write a checker's state as versioned JSON (gzip-compressed when `path` ends in .gz).
+
+    Tree rounds are kept whole and are not saved: a state with tree rounds is refused.
+    """
+    if state.tree_rounds:
+        raise ValueError("a state with tree rounds cannot be saved yet: check a trace with "
+                         "tree rounds in one process (without --save-state)")
+    document = {"format": STATE_FORMAT, "version": STATE_VERSION, "state": state.to_json()}
+    text = json.dumps(document, allow_nan=False)
+    opener: Any = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as stream:
+        stream.write(text)
+
+
+def load_state(path: str | Path) -> TraceChecker:
+    """A state `save_state` wrote.
+
+    Raises:
+        ValueError: not a state file, or a state of another format version (both named).
+        OSError: the file cannot be read.
+    """
+    opener: Any = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
+        raise ValueError(f"{path}: not a saved conform state ({error})") from None
+    if not isinstance(document, dict) or document.get("format") != STATE_FORMAT:
+        raise ValueError(f"{path}: not a saved conform state (format "
+                         f"{document.get('format') if isinstance(document, dict) else None!r}"
+                         f", expected {STATE_FORMAT!r})")
+    if document.get("version") != STATE_VERSION:
+        raise ValueError(f"{path}: a state of format version {document.get('version')!r}; "
+                         f"this specaccept reads version {STATE_VERSION}")
+    try:
+        checker = TraceChecker.from_json(document["state"], _STATES)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: a malformed conform state ({error})") from None
+    assert isinstance(checker, TraceChecker)
+    return checker
+
+
