@@ -87,8 +87,8 @@ def add_parser(commands: Any) -> None:
         "later with --merge: check pieces anywhere, merge their states here")
     conform.add_argument(
         "--piece", type=_piece, metavar="I/N",
-        help="check only piece I of N of the trace (1-based; lines cut as --jobs cuts them), "
-        "for --save-state")
+        help="check only piece I of N of the trace (1-based; cut at lines into N parts of "
+        "about equal bytes), for --save-state")
     conform.add_argument(
         "--merge", action="store_true",
         help="the positional files are states saved by --save-state, in file order: merge "
@@ -231,10 +231,10 @@ def _checker(args: argparse.Namespace) -> Any:
         if len(args.trace) != 1:
             raise ValueError(f"--piece cuts one trace file, got {len(args.trace)}")
         index, count = args.piece
-        pieces = split_trace(args.trace[0], count)
+        pieces = split_trace(args.trace[0], count, smallest=1)
         if index > len(pieces):
-            raise ValueError(f"--piece {index}/{count}: the trace is cut into {len(pieces)} "
-                             f"pieces only (at least 8 MiB each)")
+            raise ValueError(f"--piece {index}/{count}: the trace has lines for "
+                             f"{len(pieces)} pieces only")
         return check_piece(pieces[index - 1])
     return check_paths(args.trace, args.jobs or os.cpu_count() or 1)
 

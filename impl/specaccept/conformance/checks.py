@@ -110,12 +110,17 @@ class TraceChecker(State):
         for run_id, span in other.runs.items():
             mine = self.runs.get(run_id)
             if mine is None:
-                if span.entry is not None:
+                # A run entering a piece at its first round had no rounds before it.
+                if span.entry is not None and span.entry != (0, 0):
                     raise PieceConflict(f"{span.source} line {span.line}: run {run_id!r} "
                                         f"resumes at round {span.entry[0]}, but no earlier "
                                         "piece holds its earlier rounds")
                 self.runs[run_id] = span
                 continue
+            if span.entry is None and mine.entry is not None and mine.entry != (0, 0):
+                raise PieceConflict(f"{span.source} line {span.line}: opens run {run_id!r}, "
+                                    f"which an earlier piece resumes at round {mine.entry[0]} "
+                                    f"({mine.source} line {mine.line}): pieces out of order")
             if span.entry is None:
                 raise PieceConflict(f"{span.source} line {span.line}: opens run {run_id!r}, "
                                     f"which {mine.source} line {mine.line} already opened")

@@ -75,6 +75,8 @@ def to_json_value(value: Any) -> Any:
     tuples as lists, dicts with non-string keys as lists of pairs (each tagged)."""
     if isinstance(value, ExactSum):
         return {"exact_sum": list(value.partials)}
+    if isinstance(value, np.generic):  # a NumPy scalar: its Python value
+        value = value.item()
     if isinstance(value, np.ndarray):
         return {"array": value.tolist(), "dtype": str(value.dtype)}
     if isinstance(value, (set, frozenset)):

@@ -110,23 +110,30 @@ class PitCounts(State):
         return _chi_square(np.array(self.counts[bins], dtype=np.float64))
 
 
+_CDF_UNIT = 2.0**32
+"""The power model's sums of CDF values are integers in units of 2**-32: exact under any
+merge, at a resolution far below what a printed power shows."""
+
+
 @dataclass
 class BinLaws(State):
     """The power model's sum, over modelled positions, of the PIT's CDF at `EDGES` when
-    each position's token is drawn from a bug's law; `moved` once a law differs from p."""
+    each position's token is drawn from a bug's law (in units of 2**-32, so that pieces
+    merge exactly); `moved` once a law differs from p."""
 
     positions: int = 0
-    cdf: list[float] = field(default_factory=lambda: [0.0] * (len(_EDGES) + 1))
+    cdf: list[int] = field(default_factory=lambda: [0] * (len(_EDGES) + 1))
     moved: bool = False
 
     def add(self, cdf: np.ndarray, moved: bool) -> None:
         self.positions += 1
-        self.cdf = (np.array(self.cdf) + cdf).tolist()
+        units = np.rint(np.clip(cdf, 0.0, 1.0) * _CDF_UNIT).astype(np.int64)
+        self.cdf = (np.array(self.cdf, dtype=np.int64) + units).tolist()
         self.moved = self.moved or moved
 
     def merge(self, other: BinLaws) -> None:
         self.positions += other.positions
-        self.cdf = (np.array(self.cdf) + np.array(other.cdf)).tolist()
+        self.cdf = [a + b for a, b in zip(self.cdf, other.cdf, strict=True)]
         self.moved = self.moved or other.moved
 
     def power(self, n: int, bins: int, critical: float) -> float:
@@ -137,7 +144,7 @@ class BinLaws(State):
 
         if self.positions == 0:
             return 0.0
-        mean_cdf = np.array(self.cdf) / self.positions
+        mean_cdf = np.array(self.cdf, dtype=np.float64) / _CDF_UNIT / self.positions
         edges = np.concatenate([[0.0], mean_cdf[_EDGE_INDEX[bins]], [mean_cdf[-1]]])
         mean_bins = np.diff(edges)
         noncentrality = n * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))

@@ -78,11 +78,11 @@ def check_piece(piece: Piece) -> TraceChecker:
     return checker
 
 
-def split_trace(path: str, pieces: int) -> list[Piece]:
-    """Cut a trace file into at most `pieces` ranges of lines of about equal bytes (never
-    below `PIECE_BYTES` each); a compressed file is one piece."""
+def split_trace(path: str, pieces: int, smallest: int = PIECE_BYTES) -> list[Piece]:
+    """Cut a trace file into at most `pieces` ranges of lines of about equal bytes, none
+    below `smallest` bytes (and none empty); a compressed file is one piece."""
     size = os.path.getsize(path)
-    pieces = max(1, min(pieces, size // PIECE_BYTES))
+    pieces = max(1, min(pieces, size // max(1, smallest)))
     if pieces == 1 or path.endswith(".gz"):
         return [(path, 2, None)]
     cuts, out = [size * i // pieces for i in range(1, pieces)], []
