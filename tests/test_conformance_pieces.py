@@ -9,6 +9,7 @@ trace, a truncated piece before the last, a state of another format version.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -22,10 +23,7 @@ import pytest
 
 pytest.importorskip("mlx_lm")
 
-from broken_engines import BUGS, run_engine
-from test_conformance_drafter_history_batch import _batched_trace
-from test_conformance_multi_run import CONFIGS, merged
-
+from broken_engines import run_engine
 from specaccept import load_pair
 from specaccept.conformance import Verdict, check_trace, read_trace
 from specaccept.conformance.batch import PieceConflict
@@ -37,6 +35,8 @@ from specaccept.conformance.pieces import (
     save_state,
 )
 from specaccept.core.acceptance import AcceptanceRule
+from test_conformance_drafter_history_batch import _batched_trace
+from test_conformance_multi_run import CONFIGS, merged
 
 ENTRY = "from specaccept.cli import main; raise SystemExit(main())"
 
@@ -74,13 +74,13 @@ def test_pieces_merged_report_what_one_pass_reports(
     name: str, traces: dict[str, Path], tmp_path: Path
 ) -> None:
     path = str(traces[name])
-    lines = sum(1 for _ in open(path, "rb"))
+    lines = len(Path(path).read_bytes().splitlines())
     whole = _report(check_piece((path, 2, None)))
     assert whole == json.dumps(check_trace(read_trace(path)).to_json(), sort_keys=True)
     for cuts in ([3], [lines // 2], [lines - 1], [5, lines // 3, 2 * lines // 3]):
         bounds = [2, *cuts, lines + 1]
         states = [check_piece((path, first, last - 1))
-                  for first, last in zip(bounds, bounds[1:], strict=False)]
+                  for first, last in itertools.pairwise(bounds)]
         if cuts == [lines // 2]:  # carried between machines as JSON
             for i, state in enumerate(states):
                 save_state(state, tmp_path / f"{i}.json.gz")

@@ -68,6 +68,8 @@ class DraftLawState(State):
         assert round_.draft_rows is not None
         q = round_.draft_rows[i].astype(np.float64)
         p = round_.target_rows[i].astype(np.float64) if i < round_.target_rows.shape[0] else q
+        # Bugs that record the same q share one ordering: one sort for all of them.
+        groups: list[tuple[np.ndarray, list[tuple[str, np.ndarray]]]] = []
         for bug in BUG_CLASSES:
             if not bug.models_positions:
                 continue
@@ -78,9 +80,16 @@ class DraftLawState(State):
                 continue
             recorded = outcome.claimed_q
             drawn = outcome.drafted if outcome.drafted is not None else recorded
-            cdf = pit_cdf(recorded, recorded, [drawn])[0]
-            self.laws.setdefault(bug.id, BinLaws()).add(
-                cdf, not np.array_equal(recorded, drawn))
+            group = next((g for g in groups if np.array_equal(g[0], recorded)), None)
+            if group is None:
+                group = (recorded, [])
+                groups.append(group)
+            group[1].append((bug.id, drawn))
+        for recorded, members in groups:
+            cdfs = pit_cdf(recorded, recorded, [drawn for _, drawn in members])
+            for (bug_id, drawn), cdf in zip(members, cdfs, strict=True):
+                self.laws.setdefault(bug_id, BinLaws()).add(
+                    cdf, not np.array_equal(recorded, drawn))
 
     def merge(self, other: DraftLawState) -> None:
         self.pit.merge(other.pit)

@@ -65,8 +65,10 @@ def pit_bounds(p: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def pit_value(p: np.ndarray, key: np.ndarray, token: int, jitter: float) -> float:
     """The randomised PIT of `token`: the mass of the tokens ordered before it (key
     descending, ties by id) plus `jitter` times its own, in one pass over V (no sort)."""
-    ahead = (key > key[token]) | ((key == key[token]) & (np.arange(p.shape[0]) < token))
-    return float(p[ahead].sum()) + jitter * float(p[token])
+    pivot = key[token]
+    # Ties with the token's key come before it only at lower ids: count them apart.
+    ahead = float(p[key > pivot].sum()) + float(p[:token][key[:token] == pivot].sum())
+    return ahead + jitter * float(p[token])
 
 
 def pit_chi_square(u: np.ndarray, bins: int) -> tuple[float, float]:

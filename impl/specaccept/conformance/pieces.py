@@ -20,8 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specaccept.conformance import acceptance, batch, draftlaw, exact, fresh, history, law
-from specaccept.conformance import replay, rewind, support
+from specaccept.conformance import (
+    acceptance,
+    batch,
+    draftlaw,
+    exact,
+    fresh,
+    history,
+    law,
+    replay,
+    rewind,
+    support,
+)
 from specaccept.conformance.checks import RunSpan, TraceChecker
 from specaccept.conformance.trace import TraceStream
 
@@ -88,9 +98,8 @@ def split_trace(path: str, pieces: int, smallest: int = PIECE_BYTES) -> list[Pie
     cuts, out = [size * i // pieces for i in range(1, pieces)], []
     starts = [2]
     with open(path, "rb") as stream:
-        number, offset, cut = 0, 0, 0
-        for raw in stream:
-            number += 1
+        offset, cut = 0, 0
+        for number, raw in enumerate(stream, start=1):
             offset += len(raw)
             if cut < len(cuts) and offset >= cuts[cut] and number >= starts[-1]:
                 starts.append(number + 1)

@@ -162,12 +162,12 @@ def decided_positions(trace: Trace) -> list[Position]:
     return out
 
 
-POWER_MODEL_VOCAB = 8192
+POWER_MODEL_VOCAB = 1024
 """Up to this vocabulary every round's positions feed the power model; above it, a run's
 first rounds and a seeded share POWER_MODEL_VOCAB / vocab_size of the rest do, and the
 powers are scaled to the whole trace. The model costs several passes over V per bug and
 position; the verdicts read every round whatever the vocabulary."""
-_POWER_MODEL_FIRST_ROUNDS = 4
+_POWER_MODEL_FIRST_ROUNDS = 2
 
 
 def unit_hash(*key: object) -> float:
