@@ -263,8 +263,9 @@ def test_a_line_is_what_json_dumps_writes(record: dict[str, Any]) -> None:
 
 def _rows(vocab: int, count: int, seed: int) -> np.ndarray:
     logits = np.random.default_rng(seed).standard_normal((count, vocab))
-    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-    return p.astype(np.float32)
+    p: np.ndarray = (np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)).astype(
+        np.float32)
+    return p
 
 
 @pytest.mark.parametrize("vocab", [6, 7])  # a row of 24 bytes splits base64 evenly; 28 not
