@@ -9,6 +9,7 @@ spec's MLX functions decision by decision, and its traces are checked by ``confo
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import sys
 from pathlib import Path
@@ -17,20 +18,24 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from specaccept.cli import main as specaccept
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
+from specaccept.core.joint import verify_blockwise
+from specaccept.core.sampling import sample_from_distribution
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import synthetic_engine as engine  # noqa: E402  (a script, imported from its folder)
-
-from specaccept.cli import main as specaccept  # noqa: E402
-from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise  # noqa: E402
-from specaccept.core.joint import verify_blockwise  # noqa: E402
-from specaccept.core.sampling import sample_from_distribution  # noqa: E402
+# A script, not a package: loaded from its file.
+_SPEC = importlib.util.spec_from_file_location("synthetic_engine",
+                                               ROOT / "benchmarks" / "synthetic_engine.py")
+assert _SPEC is not None and _SPEC.loader is not None
+engine = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = engine  # its dataclass looks itself up there
+_SPEC.loader.exec_module(engine)
 
 
 def _laws(rng: np.random.Generator, rows: int, vocab: int) -> np.ndarray:
     logits = rng.standard_normal((rows, vocab)).astype(np.float16)
-    laws = engine.distribution(logits, 0.7)
+    laws: np.ndarray = engine.distribution(logits, 0.7)
     # Exact zeros too, so the support conditions are exercised.
     laws[:, rng.integers(vocab)] = 0.0
     return laws
@@ -57,12 +62,14 @@ def test_a_round_emits_what_the_spec_emits(rule: str) -> None:
         arrays = mx.array(p), mx.array(q), mx.array(drafts), mx.array(u)
         if rule == "block":
             ours = engine.verify_block(p, q, drafts, u)
-            spec = verify_blockwise(*arrays)
+            joint = verify_blockwise(*arrays)
+            kept, token = joint.num_accepted.item(), joint.next_token.item()
         else:
             ours = engine.verify_stochastic(p, q, drafts, u, None)
-            spec = verify_tokenwise(AcceptanceRule.STOCHASTIC, *arrays)
-        kept = spec.num_accepted.item()
-        assert ours == [*drafts[:kept], spec.next_token.item()]
+            tokenwise = verify_tokenwise(AcceptanceRule.STOCHASTIC, *arrays)
+            kept, token = tokenwise.num_accepted.item(), tokenwise.next_token.item()
+        assert isinstance(kept, int)
+        assert ours == [*drafts[:kept], token]
 
 
 def test_the_resample_bug_draws_from_p() -> None:
