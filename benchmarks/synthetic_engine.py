@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the engine; the writer's time a round and the trace's bytes a round."""
-    numpy_checks = st._numpy
+    numpy_checks = getattr(st, "_numpy", None)
     if getattr(args, "stdlib_checks", False):
         st._numpy = None  # the path the writer takes where NumPy cannot be imported
     try:
@@ -216,9 +216,10 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     timings: list[float] = []
     cpu: list[float] = []  # the writer's thread's CPU time: what a busy host's waits leave out
     engine = f"synthetic numpy engine: rule {args.rule}, bug {args.bug or 'none'}"
+    # Passed only when set, so that a writer from before the option can be timed.
+    omit = {"omit_undecided_rows": True} if args.omit_undecided_rows else {}
     with st.TraceWriter(args.out, vocab_size=vocab, engine=engine,
-                        check_values=not args.no_check_values,
-                        omit_undecided_rows=args.omit_undecided_rows) as trace:
+                        check_values=not args.no_check_values, **omit) as trace:
         requests = []
         for slot in range(args.runs):
             seed = int(rng.integers(2**62))
