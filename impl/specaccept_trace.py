@@ -25,10 +25,12 @@ valid prefix. A path ending in ``.gz`` is written through gzip.
 
 from __future__ import annotations
 
+import array
 import base64
 import binascii
 import enum
 import gzip
+import importlib
 import io
 import json
 import math
@@ -36,8 +38,9 @@ import numbers
 import os
 import re
 import struct
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import IO, Any, SupportsFloat
 
 __all__ = [
@@ -184,6 +187,19 @@ def logits_block(rows: Iterable[Iterable[SupportsFloat]]) -> dict[str, Any]:
     return {"logits": _dense_rows("rows", rows)}
 
 
+class _EncodedBlock(dict[str, Any]):
+    """A block `b64_block` made: it keeps the bytes it encoded, so the writer checks them
+    without decoding the text again (the text is a str, immutable, so while the block holds
+    the very text it made, the bytes are that text's)."""
+
+    __slots__ = ("raw", "text")
+
+    def __init__(self, raw: bytes, text: str, fields: Mapping[str, Any]) -> None:
+        super().__init__(fields)
+        self.raw = raw
+        self.text = text
+
+
 def b64_block(
     data: bytes | bytearray | memoryview | Iterable[Iterable[SupportsFloat]], *, rows: int,
     kind: str = "probs", dtype: str = "float32",
@@ -196,6 +212,10 @@ def b64_block(
         rows: the number of rows the bytes hold.
         kind: "probs" (float32 only) or "logits".
         dtype: "float32", "float16" or "bfloat16" (rounded to nearest even when packed here).
+
+    Raises:
+        TraceWriteError: a bad `kind`, `dtype` or `rows`, or bytes that are not `rows`
+            rows of whole `dtype` values. The values are checked when the round is written.
     """
     if kind not in ("probs", "logits"):
         raise _fail("kind", "be 'probs' or 'logits'", kind)
@@ -206,14 +226,20 @@ def b64_block(
                     "below ~6e-8 reads as 0, and the support check has zero tolerance)", dtype)
     count = _integer("rows", rows, 1)
     if isinstance(data, bytes | bytearray | memoryview):
-        raw = bytes(memoryview(data).cast("B"))
+        # Copied unless immutable already: an engine may refill its buffer before writing.
+        raw = data if type(data) is bytes else bytes(memoryview(data).cast("B"))
     else:
         values = [value for row in _dense_rows("data", data) for value in row]
         raw = _pack(values, dtype)
-    block: dict[str, Any] = {f"{kind}_b64": base64.b64encode(raw).decode("ascii"), "rows": count}
+    row_bytes = count * _B64_WIDTH[dtype]
+    if not raw or len(raw) % row_bytes:
+        raise TraceWriteError(f"data must hold rows = {count} rows of whole {dtype} values "
+                              f"({_B64_WIDTH[dtype]} bytes each), got {len(raw)} bytes")
+    text = base64.b64encode(raw).decode("ascii")
+    block: dict[str, Any] = {f"{kind}_b64": text, "rows": count}
     if dtype != "float32":
         block["dtype"] = dtype
-    return block
+    return _EncodedBlock(raw, text, block)
 
 
 def _pack(values: list[float], dtype: str) -> bytes:
@@ -234,14 +260,150 @@ def _pack(values: list[float], dtype: str) -> bytes:
     return struct.pack(f"<{len(halves)}H", *halves)
 
 
-def _unpack(raw: bytes, dtype: str) -> tuple[float, ...]:
-    if dtype == "float32":
-        return struct.unpack(f"<{len(raw) // 4}f", raw)
+# --- value checks --------------------------------------------------------------------------
+#
+# The rules for the values of a base64 block, checked without a Python step per number: with
+# NumPy when it can be imported, else with the standard library's bytes operations (a byte
+# table per condition, `bytes.translate`, and Python's integers as bit vectors). Both find
+# the same first defect and raise the same message; tests hold them to it on the same blocks.
+
+try:
+    _numpy: ModuleType | None = importlib.import_module("numpy")
+except ImportError:
+    _numpy = None
+
+_SUM_MARGIN = 1e-6
+"""A float64 sum of at most 2**27 numbers in [0, 1], in any order, is within 2**-26 of the
+exact sum relatively; a row whose fast sum lies within this of the tolerance's edge is
+summed again with `math.fsum`, so the rule is the exact sum's either way."""
+_NEGATIVE_INFINITY = {"float32": b"\x00\x00\x80\xff", "float16": b"\x00\xfc",
+                      "bfloat16": b"\x80\xff"}
+
+
+def _byte_table(predicate: Any) -> bytes:
+    """A `bytes.translate` table: byte b becomes 1 where `predicate(b)`, else 0."""
+    return bytes(1 if predicate(b) else 0 for b in range(256))
+
+
+_IS_NONZERO = _byte_table(lambda b: b != 0)
+_IS_7F = _byte_table(lambda b: b == 0x7F)
+_IS_FF = _byte_table(lambda b: b == 0xFF)
+_IS_80 = _byte_table(lambda b: b == 0x80)
+_IS_3F = _byte_table(lambda b: b == 0x3F)
+_AT_LEAST_80 = _byte_table(lambda b: b >= 0x80)
+_AT_LEAST_81 = _byte_table(lambda b: b >= 0x81)
+# float16's sign and exponent fill its high byte's top 6 bits: all-ones exponent is NaN or
+# infinite; 0xFC is -inf when the low byte is 0 (and NaN otherwise).
+_HALF_NAN_OR_POSITIVE = _byte_table(lambda b: b & 0x7C == 0x7C and b != 0xFC)
+_IS_FC = _byte_table(lambda b: b == 0xFC)
+_FINITE_HIGH = {
+    "float16": bytes(b for b in range(256) if b & 0x7C != 0x7C),
+    "bfloat16": bytes(b for b in range(256) if b & 0x7F != 0x7F),
+    "float32": bytes(b for b in range(256) if b & 0x7F != 0x7F),
+}
+"""The high bytes that no NaN or infinity has, deleted to find the candidates."""
+# A float32 in [0, 1] (or -0.0) has a high byte below 0x3F, or 0x3F with an exponent below
+# 0x7F, or is 1.0 (3F 80 00 00) or -0.0 (80 00 00 00) exactly.
+_ABOVE_ONE_OR_NEGATIVE = _byte_table(lambda b: b >= 0x40 and b != 0x80)
+
+
+def _bits(stream: bytes, table: bytes) -> int:
+    """One byte per number of `stream`, 1 where `table` says so, as an integer's bytes."""
+    return int.from_bytes(stream.translate(table), "little")
+
+
+def _nan_or_positive_infinity(raw: bytes, dtype: str) -> Any:
+    """Where `raw`'s little-endian `dtype` numbers are NaN or +inf: a NumPy bool array, or
+    (standard library) an int whose byte i is 1 there and 0 elsewhere."""
+    if _numpy is not None:
+        unsigned, exponent, minus_inf = {
+            "float16": ("<u2", 0x7C00, 0xFC00), "bfloat16": ("<u2", 0x7F80, 0xFF80),
+            "float32": ("<u4", 0x7F800000, 0xFF800000)}[dtype]
+        values = _numpy.frombuffer(raw, dtype=unsigned)
+        return ((values & exponent) == exponent) & (values != minus_inf)
+    width = _B64_WIDTH[dtype]  # bfloat16 is float32's high half
+    high = raw[width - 1::width]
+    if not high.translate(None, _FINITE_HIGH[dtype]):
+        return 0  # no high byte of an all-ones exponent: every number is finite
     if dtype == "float16":
-        return struct.unpack(f"<{len(raw) // 2}e", raw)
-    halves = struct.unpack(f"<{len(raw) // 2}H", raw)
-    return struct.unpack(f"<{len(halves)}f", struct.pack(f"<{len(halves)}I",
-                                                          *(h << 16 for h in halves)))
+        low = raw[0::2]
+        return _bits(high, _HALF_NAN_OR_POSITIVE) | (_bits(high, _IS_FC) & _bits(low, _IS_NONZERO))
+    next_ = raw[width - 2::width]
+    minus = _bits(high, _IS_FF)
+    bad = (_bits(high, _IS_7F) & _bits(next_, _AT_LEAST_80)) | (minus & _bits(next_, _AT_LEAST_81))
+    if width == 4:  # FF 80 with nonzero low bytes is a NaN, not -inf
+        rest = _bits(raw[1::4], _IS_NONZERO) | _bits(raw[0::4], _IS_NONZERO)
+        bad |= minus & _bits(next_, _IS_80) & rest
+    return bad
+
+
+def _outside_unit_interval(raw: bytes) -> Any:
+    """Where `raw`'s little-endian float32 numbers lie outside [0, 1] (NaN included; -0.0
+    is inside, as ``0.0 <= -0.0`` holds), as `_nan_or_positive_infinity` says where."""
+    if _numpy is not None:
+        values = _numpy.frombuffer(raw, dtype="<f4")
+        return ~((values >= 0.0) & (values <= 1.0))  # NaN is outside
+    high, next_ = raw[3::4], raw[2::4]
+    rest = _bits(raw[1::4], _IS_NONZERO) | _bits(raw[0::4], _IS_NONZERO)
+    one_high = _bits(high, _IS_3F)
+    return (_bits(high, _ABOVE_ONE_OR_NEGATIVE)
+            | (_bits(high, _IS_80) & (_bits(next_, _IS_NONZERO) | rest))
+            | (one_high & _bits(next_, _AT_LEAST_81))
+            | (one_high & _bits(next_, _IS_80) & rest))
+
+
+def _first_marked(where: Any) -> int | None:
+    """The first index that a mask of `_nan_or_positive_infinity`'s kinds marks, if any."""
+    if isinstance(where, int):
+        return None if where == 0 else ((where & -where).bit_length() - 1) // 8
+    return int(where.argmax()) if where.any() else None
+
+
+def _check_logit_bytes(where: str, raw: bytes, dtype: str, rows: int) -> None:
+    """Each row finite or -inf, and not -inf everywhere; the first defective row is named."""
+    first_bad = _first_marked(_nan_or_positive_infinity(raw, dtype))
+    row_bytes = len(raw) // rows
+    bad_row = rows if first_bad is None else first_bad * _B64_WIDTH[dtype] // row_bytes
+    all_minus_inf = _NEGATIVE_INFINITY[dtype] * (row_bytes // _B64_WIDTH[dtype])
+    for i in range(rows):
+        if i == bad_row:
+            raise TraceWriteError(f"{where} row {i} holds NaN or +inf logits")
+        if raw[i * row_bytes:(i + 1) * row_bytes] == all_minus_inf:
+            raise TraceWriteError(f"{where} row {i} is -inf for every token: no distribution")
+
+
+def _float32_row(raw: bytes, i: int, vocab_size: int) -> array.array[float]:
+    row = array.array("f", raw[4 * i * vocab_size:4 * (i + 1) * vocab_size])
+    if sys.byteorder == "big":
+        row.byteswap()
+    return row
+
+
+def _check_probability_bytes(where: str, raw: bytes, rows: int, vocab_size: int) -> None:
+    """`_check_probabilities` on little-endian float32 rows, as fast as the machine allows."""
+    first_bad = _first_marked(_outside_unit_interval(raw))
+    sums = (_numpy.frombuffer(raw, dtype="<f4").reshape(rows, vocab_size).sum(
+        axis=1, dtype=_numpy.float64).tolist() if _numpy is not None else [])
+    bad_row = rows if first_bad is None else first_bad // vocab_size
+    for i in range(rows):
+        if i == bad_row:
+            j = first_bad - i * vocab_size if first_bad is not None else 0
+            value = struct.unpack_from("<f", raw, 4 * (first_bad or 0))[0]
+            raise _not_a_probability(f"{where}[{i}][{j}]", value)
+        total = sums[i] if sums else sum(_float32_row(raw, i, vocab_size))
+        if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE - _SUM_MARGIN:
+            total = math.fsum(_float32_row(raw, i, vocab_size))
+            if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
+                raise _bad_sum(f"{where}[{i}]", total)
+
+
+def _not_a_probability(name: str, value: float) -> TraceWriteError:
+    return _fail(name, "lie in [0, 1] (a probability)", value)
+
+
+def _bad_sum(name: str, total: float) -> TraceWriteError:
+    return TraceWriteError(f"{name} must sum to 1 within {PROBABILITY_SUM_TOLERANCE}, got a "
+                           f"sum of {total:.6g}")
 
 
 def sparse_block(
@@ -280,20 +442,21 @@ def _check_probabilities(name: str, rows: Sequence[Sequence[float]]) -> None:
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
             if not 0.0 <= value <= 1.0:  # NaN fails this too
-                raise _fail(f"{name}[{i}][{j}]", "lie in [0, 1] (a probability)", value)
+                raise _not_a_probability(f"{name}[{i}][{j}]", value)
         total = math.fsum(row)
         if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
-            raise TraceWriteError(f"{name}[{i}] must sum to 1 within "
-                                  f"{PROBABILITY_SUM_TOLERANCE}, got a sum of {total:.6g}")
+            raise _bad_sum(f"{name}[{i}]", total)
 
 
 def _check_block(
     name: str, block: object, vocab_size: int, low: int, high: int, why: str, check_values: bool,
+    keep: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Validate a row block as the reader will.
 
     Returns its kind ("probs" or "logits") and the block to write, its numbers as Python
-    floats (a hand-built block may hold NumPy scalars, which JSON cannot write).
+    floats (a hand-built block may hold NumPy scalars, which JSON cannot write), cut to its
+    first `keep` rows when it holds more; the rows cut are neither checked nor written.
     """
     if not isinstance(block, Mapping):
         raise _fail(name, f"be a row block (a mapping with one of {_ROW_KEYS}; see "
@@ -320,8 +483,9 @@ def _check_block(
     if count * vocab_size > MAX_BLOCK_ENTRIES:
         raise TraceWriteError(f"{name} holds {count} rows of vocab_size {vocab_size}, more than "
                               f"the reader's bound of {MAX_BLOCK_ENTRIES} entries a block")
+    kept = count if keep is None else min(count, keep)
     if key in ("probs", "logits"):
-        rows = _dense_rows(where, entries)
+        rows = _dense_rows(where, entries[:kept])
         for i, row in enumerate(rows):
             if len(row) != vocab_size:
                 raise TraceWriteError(f"{where}[{i}] must hold vocab_size = {vocab_size} "
@@ -335,7 +499,7 @@ def _check_block(
         return kind, {key: rows}
     if key == "sparse_probs":
         dense, sparse_rows = [], []
-        for i, row in enumerate(entries):
+        for i, row in enumerate(entries[:kept]):
             if not isinstance(row, Mapping) or set(row) != {"ids", "values"}:
                 raise _fail(f"{where}[{i}]", "be a mapping of exactly 'ids' and 'values'", row)
             ids = _tokens(f"{where}[{i}]['ids']", row["ids"], vocab_size)
@@ -361,28 +525,29 @@ def _check_block(
     text = block[key]
     if not isinstance(text, str):
         raise _fail(where, "be a base64 string", text)
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise _fail(where, "be valid base64", text) from None
+    if isinstance(block, _EncodedBlock) and text is block.text:
+        raw = block.raw  # the bytes b64_block encoded into this very text
+    else:
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise _fail(where, "be valid base64", text) from None
     need = count * vocab_size * _B64_WIDTH[dtype]
     if len(raw) != need:
         raise TraceWriteError(
             f"{where} must hold rows x vocab_size = {count} x {vocab_size} {dtype} "
             f"values = {need} bytes, got {len(raw)}")
+    if kept < count:
+        need = kept * vocab_size * _B64_WIDTH[dtype]
+        raw = raw[:need]
+        # Three bytes are four characters: a prefix of whole triples is a prefix of the text.
+        text = text[:need // 3 * 4] if need % 3 == 0 else base64.b64encode(raw).decode("ascii")
     if check_values:
-        decoded = _unpack(raw, dtype)
-        table = [decoded[i * vocab_size:(i + 1) * vocab_size] for i in range(count)]
         if kind == "probs":
-            _check_probabilities(where, table)
+            _check_probability_bytes(where, raw, kept, vocab_size)
         else:
-            for i, logit_row in enumerate(table):
-                if any(math.isnan(v) or v == math.inf for v in logit_row):
-                    raise TraceWriteError(f"{where} row {i} holds NaN or +inf logits")
-                if all(v == -math.inf for v in logit_row):
-                    raise TraceWriteError(f"{where} row {i} is -inf for every token: no "
-                                          "distribution")
-    written: dict[str, Any] = {key: text, "rows": count}  # `rows` may have been a NumPy int
+            _check_logit_bytes(where, raw, dtype, kept)
+    written: dict[str, Any] = {key: text, "rows": kept}  # `rows` may have been a NumPy int
     if "dtype" in block:
         written["dtype"] = dtype
     return kind, written
@@ -455,6 +620,42 @@ def _reads_history(sampler: Mapping[str, Any]) -> bool:
 
 # --- the writers ---------------------------------------------------------------------------
 
+_TOKENWISE_RULES = frozenset(RULE_IDS) - {"block"}
+"""The rules that decide position by position, reading no row past the first rejection."""
+
+
+def _json_line(record: Mapping[str, Any]) -> list[str]:
+    """The record as `json.dumps` writes it compactly, and a newline, in pieces to write one
+    after the other (joined, a copy of megabytes more).
+
+    A base64 block's text (megabytes a round at a large vocabulary) is put in as it is
+    rather than scanned for characters to escape: it holds only base64's alphabet, made by
+    `b64_block` or checked by the decoder before the record was built.
+    """
+    pieces, separator = ["{"], ""
+    for key, value in record.items():
+        text = None
+        if key in ("target", "draft") and isinstance(value, dict):
+            text = next((v for k, v in value.items() if k.endswith("_b64")), None)
+        if isinstance(text, str):
+            pieces.append(f'{separator}"{key}":{{')
+            for i, (name, field) in enumerate(value.items()):
+                pieces.append("," if i else "")
+                if field is text:
+                    pieces += [f'"{name}":"', text, '"']
+                else:
+                    pieces.append(f"{json.dumps(name)}:{_compact(field)}")
+            pieces.append("}")
+        else:
+            pieces.append(f"{separator}{json.dumps(key)}:{_compact(value)}")
+        separator = ","
+    pieces.append("}\n")
+    return pieces
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
 
 class TraceWriter:
     """A trace file: its header, then the lines of the runs started on it.
@@ -466,13 +667,21 @@ class TraceWriter:
         engine: free text naming the engine and its version.
         extra: engine diagnostics for the header (version 2), ignored by readers.
         check_values: also check every row's values (sums, ranges); structure, ids and
-            lengths are checked regardless. Costs a pass over each row in Python.
+            lengths are checked regardless. A base64 block costs a pass over its bytes in
+            NumPy, or in the standard library's bytes operations where NumPy cannot be
+            imported; JSON rows are checked number by number.
+        omit_undecided_rows: write only the rows of a round's positions that were decided:
+            under a token-by-token rule (every rule but ``block``) the first len(emitted)
+            target rows and min(len(emitted), k) draft rows, the least the reader accepts;
+            rows past the first rejection decide nothing. Block rounds keep every row, since
+            block verification reads every position. Costs the draft-law check the drafts
+            past the first rejection.
     """
 
     def __init__(
         self, destination: str | os.PathLike[str] | IO[str], *, vocab_size: int,
         version: int = 2, engine: str | None = None, extra: Mapping[str, Any] | None = None,
-        check_values: bool = True,
+        check_values: bool = True, omit_undecided_rows: bool = False,
     ) -> None:
         if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
             raise _fail("version", f"be one of {VERSIONS}", version)
@@ -484,6 +693,9 @@ class TraceWriter:
             raise TraceWriteError(f"extra is a version 2 field; version 1 has none, got "
                                   f"{_brief(extra)}")
         self.check_values = check_values
+        if not isinstance(omit_undecided_rows, bool):
+            raise _fail("omit_undecided_rows", "be a bool", omit_undecided_rows)
+        self.omit_undecided_rows = omit_undecided_rows
         self._header: dict[str, Any] = {"format": FORMAT, "version": version,
                                         "vocab_size": self.vocab_size}
         if engine is not None:
@@ -511,7 +723,7 @@ class TraceWriter:
             self._write_line(self._header)
 
     def _write_line(self, record: Mapping[str, Any]) -> None:
-        self._stream.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        self._stream.writelines(_json_line(record))
         self._stream.flush()
         self._header_written = True
 
@@ -669,15 +881,19 @@ class RunWriter:
             raise TraceWriteError(f"emitted must start with the {accepted} accepted drafts "
                                   f"{drafts[:accepted]}, got {tokens}")
         kinds = {}
+        # The fewest rows the reader accepts are those of the decided positions.
+        decided = trace.omit_undecided_rows and rule_id in _TOKENWISE_RULES
         kinds["target"], record["target"] = _check_block(
             "target", target, vocab, len(tokens), k + 1,
-            f"a round of {k} drafts emitting {len(tokens)} tokens", trace.check_values)
+            f"a round of {k} drafts emitting {len(tokens)} tokens", trace.check_values,
+            len(tokens) if decided else None)
         if draft is not None:
             if k == 0:
                 raise _fail("draft", "be None for a round with no drafts", draft)
             kinds["draft"], record["draft"] = _check_block(
                 "draft", draft, vocab, min(len(tokens), k), k,
-                f"{k} drafts with {len(tokens)} tokens emitted", trace.check_values)
+                f"{k} drafts with {len(tokens)} tokens emitted", trace.check_values,
+                min(len(tokens), k) if decided else None)
         for role, kind in kinds.items():
             sampler = self._samplers[role]
             if kind != "logits":
