@@ -124,18 +124,17 @@ class BinLaws(State):
     merge exactly); `moved` once a law differs from p."""
 
     positions: int = 0
-    cdf: list[int] = field(default_factory=lambda: [0] * (len(_EDGES) + 1))
+    cdf: np.ndarray = field(default_factory=lambda: np.zeros(len(_EDGES) + 1, np.int64))
     moved: bool = False
 
     def add(self, cdf: np.ndarray, moved: bool) -> None:
         self.positions += 1
-        units = np.rint(np.clip(cdf, 0.0, 1.0) * _CDF_UNIT).astype(np.int64)
-        self.cdf = (np.array(self.cdf, dtype=np.int64) + units).tolist()
+        self.cdf += np.rint(np.clip(cdf, 0.0, 1.0) * _CDF_UNIT).astype(np.int64)
         self.moved = self.moved or moved
 
     def merge(self, other: BinLaws) -> None:
         self.positions += other.positions
-        self.cdf = [a + b for a, b in zip(self.cdf, other.cdf, strict=True)]
+        self.cdf = self.cdf + other.cdf
         self.moved = self.moved or other.moved
 
     def power(self, n: int, bins: int, critical: float) -> float:
@@ -146,7 +145,7 @@ class BinLaws(State):
 
         if self.positions == 0:
             return 0.0
-        mean_cdf = np.array(self.cdf, dtype=np.float64) / _CDF_UNIT / self.positions
+        mean_cdf = self.cdf.astype(np.float64) / _CDF_UNIT / self.positions
         edges = np.concatenate([[0.0], mean_cdf[_EDGE_INDEX[bins]], [mean_cdf[-1]]])
         mean_bins = np.diff(edges)
         noncentrality = n * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
