@@ -59,6 +59,11 @@ NEW_CHECK_TESTS = "tests/test_conformance_drafter_history_batch.py"
 TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
 TREE_CHECKS = "impl/specaccept/conformance/tree_checks.py"
 TREE_CONFORMANCE_TESTS = "tests/test_conformance_tree.py"
+CONFORMANCE_FRESH = "impl/specaccept/conformance/fresh.py"
+CONFORMANCE_CHECKS = "impl/specaccept/conformance/checks.py"
+CONFORMANCE_EXACT = "impl/specaccept/conformance/exact.py"
+CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
+PIECES_TESTS = "tests/test_conformance_pieces.py"
 
 
 @dataclass(frozen=True)
@@ -1346,5 +1351,54 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_the_batch_field_is_read_checked_and_refused_where_it_cannot_be",
         ),
         scope="_Reader._batch",
+    ),
+    # --- checking in pieces: merges that must equal one pass --------------------------
+    mutant(
+        "fresh-merge-misses-rereads-across-pieces", CONFORMANCE_FRESH,
+        "shared = [value for value in other.values if value in self.values]",
+        "shared = []",
+        "a later piece's values are not looked up in the earlier piece's: a round that re-reads "
+        "a uniform read before the cut goes unseen when the trace is checked in pieces",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_a_reread_across_two_pieces_is_counted",),
+        scope="FreshState.merge",
+    ),
+    mutant(
+        "pieces-resume-off-by-one", CONFORMANCE_CHECKS,
+        "if span.entry != mine.exit:",
+        "if span.entry != (mine.exit[0] + 1, mine.exit[1]):",
+        "a piece's run expected to resume one round after the last round the earlier piece "
+        "read, not at the next round it names: every honest cut is refused",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="TraceChecker.merge",
+    ),
+    mutant(
+        "exact-sum-drops-the-low-part", CONFORMANCE_EXACT,
+        "if low:", "if False:",
+        "a running sum that keeps only the rounded high part: the sum then depends on the "
+        "order of its terms, and a merged piece's statistic on where the trace was cut",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::"
+                     "test_an_exact_sum_does_not_depend_on_the_order_or_the_cut_of_its_terms",),
+        scope="ExactSum.add",
+    ),
+    mutant(
+        "law-power-merge-keeps-the-later-piece", CONFORMANCE_LAW,
+        "self.cdf = self.cdf + other.cdf", "self.cdf = other.cdf",
+        "the power model's sums of a merged piece replace the earlier piece's: the powers of "
+        "a trace checked in pieces are those of its last piece",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="BinLaws.merge",
+    ),
+    mutant(
+        "history-merge-restarts-the-wealth", CONFORMANCE_HISTORY,
+        "shifted = self.log_wealth + value", "shifted = value",
+        "a later piece's highs of the betting wealth are not lifted by the wealth before the "
+        "cut: the supremum of a trace checked in pieces is understated",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="HistoryState.merge",
     ),
 )

@@ -155,8 +155,9 @@ class BinLaws(State):
 def pit_cdf(p: np.ndarray, key: np.ndarray, laws: list[np.ndarray]) -> np.ndarray:
     """Per law: the randomised PIT's CDF at `EDGES` (and, last, the law's total mass) when the
     token is drawn from the law. At an edge t, the tokens whose interval lies below t count
-    whole, the one straddling it in part, a zero-width token at lo < t whole."""
-    order = np.argsort(-key, kind="stable")
+    whole, the one straddling it in part, a zero-width token at lo < t whole. Tied keys
+    may come in any order here (a model of the PIT's law; `pit_value` orders ties by id)."""
+    order = np.argsort(-key)
     width = p[order]
     lo = np.cumsum(width) - width
     index = np.searchsorted(lo, EDGES, side="left")  # tokens [0, index) start below t
