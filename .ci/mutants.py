@@ -939,6 +939,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "output law is biased, since nothing was drawn from q there", scope="_replacement_rows"
     ),
     mutant(
+        "grammar-force-reject-to-masked-target", ACCEPTANCE,
+        "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
+        "return mx.where(mx.logical_and(ids.valid, _at(p, ids.clamped) > 0)[..., None], "
+        "residual_distribution(p, q), p)",
+        "a draft the (grammar-masked) target excludes force-rejected and replaced by a draw "
+        "from p, not the residual: with p = (.5, .5, 0) and q = (.1, .3, .6) it emits "
+        "(.4, .6, 0), total variation 1/10 (proofs/grammar_constrained.md)",
+        first_tests=("proofs/test_grammar_constrained.py",), scope="_replacement_rows",
+    ),
+    mutant(
         "greedy-placeholder-accepted", ACCEPTANCE,
         "return Verdict(mx.logical_and(ids.valid, emitted == ids.clamped), emitted)",
         "return Verdict(emitted == ids.clamped, emitted)",
