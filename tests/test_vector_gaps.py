@@ -537,6 +537,17 @@ def test_a_port_with_the_gap_fails_the_vector_that_pins_it(
     assert pinned <= failed, f"{label}: {sorted(pinned - failed)} still pass with the gap"
 
 
+@pytest.mark.parametrize("prefix_sums", [double_accumulated_float32_prefix_sums,
+                                         parallel_scan_prefix_sums])
+def test_only_the_accumulation_vectors_catch_a_reassociated_prefix_sum(
+    monkeypatch: pytest.MonkeyPatch, prefix_sums: Callable[[Any], Any],
+) -> None:
+    """Backs spec/sample_from_distribution.md: without the accumulation vectors, a draw
+    accumulated in double (stored as float32) or scanned in parallel passed every vector."""
+    monkeypatch.setattr(port, "sample_from_distribution", draw_accumulating_with(prefix_sums))
+    assert failing("sample_from_distribution") == ACCUMULATION
+
+
 def test_ties_towards_the_highest_id_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every argmax of the port (greedy, the draw's first eligible id) now prefers the last.
     monkeypatch.setattr(port.np, "argmax", argmax_highest_id)
