@@ -864,6 +864,14 @@ MUTANTS: tuple[Mutant, ...] = (
         scope="_position_word",
     ),
     mutant(
+        "seed-high-bits-dropped", RANDOMNESS,
+        "return splitmix64(splitmix64(seed) ^ (SLOTS * position + slot))",
+        "return splitmix64(splitmix64(seed & 0xFFFFFFFF) ^ (SLOTS * position + slot))",
+        "the seed folded to its low 32 bits: requests whose seeds differ only in the high bits "
+        "read the same coins, so a batch's requests are no longer independent",
+        first_tests=("tests/test_batch_verification.py",), scope="_position_word",
+    ),
+    mutant(
         "uniform-half-range", RANDOMNESS,
         "return (word >> (64 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
