@@ -1,0 +1,189 @@
+"""A serving engine's batch layout, adapted onto `verify_batch`, and the deterministic cases
+that engine's own tests state, replayed through the adapter (spec/verify_batch.md).
+
+The layout is the one the spec page describes for vLLM's Model Runner V2: target logits
+``[Σ (k_r + 1), V]`` with ``cu_num_logits`` offsets; per request, the slots hold the last
+committed token and then the drafts ``d_1 .. d_k``, ``-1`` a placeholder; a temperature per
+request, 0 for a greedy one; one switch for block verification. The drafter's laws come as
+``[Σ k_r, V]`` rows, one per draft (an assumption of this adapter: the engine's own draft
+layout is not part of the facts the page relies on). The cases are the deterministic ones
+that engine's test file states, in its terms: greedy emits only the argmax; a -1 draft is
+rejected under every method with an in-range token; trailing placeholders truncate a block;
+a placeholder blocks later drafts; all-NaN rows at V = 20,000 give in-range ids; a chunked
+batch equals the full batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from specaccept import (
+    AcceptanceRule,
+    SamplerConfig,
+    effective_token_distribution,
+    verify_blockwise,
+)
+from specaccept.core.batch import verify_batch
+
+
+class EngineBatch(NamedTuple):
+    """A batch in the engine's terms."""
+
+    target_logits: np.ndarray  # [Σ (k_r + 1), V]
+    draft_sampled: list[int]  # Σ (k_r + 1): per request, the last committed token, d_1..d_k
+    draft_probs: np.ndarray  # [Σ k_r, V], one row per draft
+    cu_num_logits: list[int]  # R + 1 offsets
+    temperature: list[float]  # R; 0 is a greedy request
+    uniforms: np.ndarray  # [Σ (k_r + 1), 2], in verify_tokenwise's layout per request
+    use_block_verification: bool
+
+
+def adapt(batch: EngineBatch) -> tuple[list[AcceptanceRule], mx.array, mx.array, mx.array,
+                                       list[int], mx.array]:
+    """The engine's batch as `verify_batch`'s arguments: the target law of each row (the
+    request's temperature applied to its logits), the drafts shifted one slot left within
+    each request (slot j + 1 is draft j; the committed token's slot becomes the unread bonus
+    entry), and the draft rows placed beside the target rows they are verified against."""
+    rules, targets, drafts, tokens = [], [], [], []
+    offsets = batch.cu_num_logits
+    vocab = batch.target_logits.shape[1]
+    draft_row = 0
+    for r, temperature in enumerate(batch.temperature):
+        start, stop = offsets[r], offsets[r + 1]
+        k = stop - start - 1
+        greedy = temperature == 0.0
+        rules.append(AcceptanceRule.GREEDY_ARGMAX if greedy else
+                     AcceptanceRule.BLOCK if batch.use_block_verification else
+                     AcceptanceRule.STOCHASTIC)
+        config = SamplerConfig(temperature=temperature)
+        targets.append(effective_token_distribution(
+            mx.array(batch.target_logits[start:stop]), config))
+        unread = np.full((1, vocab), 1 / vocab, dtype=np.float32)  # the bonus row's q
+        drafts.append(mx.array(np.concatenate([batch.draft_probs[draft_row:draft_row + k],
+                                               unread])))
+        draft_row += k
+        tokens.extend([*batch.draft_sampled[start + 1:stop], -1])
+    return (rules, mx.concatenate(targets), mx.concatenate(drafts),
+            mx.array(tokens, dtype=mx.int32), list(offsets), mx.array(batch.uniforms))
+
+
+def verdicts(batch: EngineBatch) -> list[tuple[int, int]]:
+    result = verify_batch(*adapt(batch))
+    accepted = [int(x) for x in np.array(result.num_accepted)]
+    emitted = [int(x) for x in np.array(result.next_token)]
+    return list(zip(accepted, emitted, strict=True))
+
+
+def random_engine_batch(seed: int, ks: Sequence[int], vocab: int = 8, *,
+                        temperature: Sequence[float] | None = None,
+                        block: bool = False) -> EngineBatch:
+    rng = np.random.default_rng(seed)
+    rows = sum(k + 1 for k in ks)
+    logits = rng.normal(size=(rows, vocab)).astype(np.float32)
+    draft = rng.dirichlet(np.ones(vocab), size=sum(ks)).astype(np.float32)
+    draft = (draft / draft.sum(axis=-1, keepdims=True)).astype(np.float32)
+    sampled, cu, row = [], [0], 0
+    for k in ks:
+        sampled.append(int(rng.integers(vocab)))  # the last committed token
+        for _ in range(k):
+            sampled.append(int(rng.choice(vocab, p=draft[row].astype(np.float64)
+                                          / draft[row].astype(np.float64).sum())))
+            row += 1
+        cu.append(cu[-1] + k + 1)
+    temps = list(temperature) if temperature is not None else [
+        float(rng.choice([0.0, 0.5, 1.0])) for _ in ks]
+    uniforms = (rng.integers(0, 1 << 24, size=(rows, 2)) / (1 << 24)).astype(np.float32)
+    return EngineBatch(logits, sampled, draft, cu, temps, uniforms, block)
+
+
+def rows_of(batch: EngineBatch, r: int) -> slice:
+    return slice(batch.cu_num_logits[r], batch.cu_num_logits[r + 1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_requests_emit_only_the_argmax(seed: int) -> None:
+    batch = random_engine_batch(seed, [3, 0, 2, 4], temperature=[0.0] * 4)
+    for r, (accepted, token) in enumerate(verdicts(batch)):
+        logits = batch.target_logits[rows_of(batch, r)]
+        drafts = batch.draft_sampled[rows_of(batch, r)][1:]
+        assert all(drafts[i] == int(np.argmax(logits[i])) for i in range(accepted))
+        assert token == int(np.argmax(logits[accepted]))
+
+
+@pytest.mark.parametrize("block", [False, True])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_placeholder_draft_is_rejected_with_an_in_range_token(block: bool,
+                                                               temperature: float) -> None:
+    batch = random_engine_batch(7, [3, 2], temperature=[temperature] * 2, block=block)
+    sampled = list(batch.draft_sampled)
+    sampled[1] = -1  # request 0's first draft
+    sampled[5] = -1  # request 1's first draft
+    results = verdicts(batch._replace(draft_sampled=sampled))
+    assert [n for n, _ in results] == [0, 0]
+    assert all(0 <= t < 8 for _, t in results)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_placeholder_blocks_every_later_draft(seed: int) -> None:
+    """Drafts after a placeholder are never accepted, whatever they are: here they are set to
+    the target's argmax, which a greedy request would otherwise keep."""
+    batch = random_engine_batch(seed, [4], temperature=[0.0])
+    sampled = list(batch.draft_sampled)
+    sampled[2] = -1
+    for i in (3, 4):
+        sampled[i] = int(np.argmax(batch.target_logits[i - 1]))
+    sampled[1] = int(np.argmax(batch.target_logits[0]))
+    ((accepted, _),) = verdicts(batch._replace(draft_sampled=sampled))
+    assert accepted == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trailing_placeholders_truncate_a_block(seed: int) -> None:
+    """Block verification with drafts [d_1, d_2, -1, -1] is the round of d_1, d_2 alone: the
+    last real draft is tested with its closed-form threshold h_k = w_k of the shorter round."""
+    batch = random_engine_batch(seed, [4], temperature=[1.0], block=True)
+    sampled = list(batch.draft_sampled)
+    sampled[3] = sampled[4] = -1
+    (got,) = verdicts(batch._replace(draft_sampled=sampled))
+    _, target, draft, _, _, uniforms = adapt(batch)
+    short = verify_blockwise(target[:3], draft[:2], mx.array(sampled[1:3], dtype=mx.int32),
+                             uniforms[:3])
+    assert got == (int(np.array(short.num_accepted)), int(np.array(short.next_token)))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_all_nan_rows_give_in_range_ids(temperature: float) -> None:
+    """A violated precondition (spec/index.md, Validation): the reference still returns ids
+    in [0, V) for rows of NaN logits at V = 20,000, as the page's table states."""
+    vocab = 20_000
+    batch = random_engine_batch(3, [2, 1], vocab=vocab, temperature=[temperature] * 2)
+    nan_batch = batch._replace(target_logits=np.full_like(batch.target_logits, np.nan))
+    for _, token in verdicts(nan_batch):
+        assert 0 <= token < vocab
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_chunked_batch_equals_the_full_batch(seed: int) -> None:
+    ks = [2, 0, 3, 1, 4]
+    batch = random_engine_batch(seed, ks, block=seed == 2)
+    whole = verdicts(batch)
+    cut = 2
+    first_rows, first_drafts = batch.cu_num_logits[cut], sum(ks[:cut])
+    head = batch._replace(
+        target_logits=batch.target_logits[:first_rows],
+        draft_sampled=batch.draft_sampled[:first_rows],
+        draft_probs=batch.draft_probs[:first_drafts],
+        cu_num_logits=batch.cu_num_logits[:cut + 1], temperature=batch.temperature[:cut],
+        uniforms=batch.uniforms[:first_rows])
+    tail = batch._replace(
+        target_logits=batch.target_logits[first_rows:],
+        draft_sampled=batch.draft_sampled[first_rows:],
+        draft_probs=batch.draft_probs[first_drafts:],
+        cu_num_logits=[c - first_rows for c in batch.cu_num_logits[cut:]],
+        temperature=batch.temperature[cut:], uniforms=batch.uniforms[first_rows:])
+    assert verdicts(head) + verdicts(tail) == whole
