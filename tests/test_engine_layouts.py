@@ -15,7 +15,9 @@ batch equals the full batch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import mlx.core as mx
@@ -25,6 +27,7 @@ import pytest
 from specaccept import (
     AcceptanceRule,
     SamplerConfig,
+    accept_draft_token,
     effective_token_distribution,
     verify_blockwise,
 )
@@ -187,3 +190,18 @@ def test_a_chunked_batch_equals_the_full_batch(seed: int) -> None:
         cu_num_logits=[c - first_rows for c in batch.cu_num_logits[cut:]],
         temperature=batch.temperature[cut:], uniforms=batch.uniforms[first_rows:])
     assert verdicts(head) + verdicts(tail) == whole
+
+
+def test_the_accept_test_at_the_edges_of_q_is_the_formula_as_written() -> None:
+    """spec/porting_reference.md's table of q(t) at the edges, with p(t) = 1: the library's
+    accept test, cell by cell (the engines' validation rules differ there)."""
+    text = (Path(__file__).resolve().parents[1] / "spec" / "porting_reference.md").read_text(
+        "utf-8")
+    block = text.split("<!-- accept-edges:", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| (\w+) \| (\w+) \| (\w+) \| (\w+) \|$", block, re.MULTILINE)
+    assert len(rows) == 8
+    uniforms = [0.0, 0.25, 0.5, 1.0 - 2.0**-24]
+    for q_t, *cells in rows:
+        q = mx.array([float(q_t), 0.0], dtype=mx.float32)
+        got = [bool(accept_draft_token(mx.array([1.0, 0.0]), q, 0, u).item()) for u in uniforms]
+        assert got == [cell == "accept" for cell in cells], q_t
