@@ -1,5 +1,6 @@
-"""A serving engine's batch layout, adapted onto `verify_batch`, and the deterministic cases
-that engine's own tests state, replayed through the adapter (spec/verify_batch.md).
+"""Serving engines' layouts, adapted onto the spec's functions, and the deterministic cases
+those engines' own tests state, replayed through the adapters (spec/verify_batch.md): a
+batch layout onto `verify_batch`, and a tree kernel's layout onto `verify_tree`.
 
 The layout is the one the spec page describes for vLLM's Model Runner V2: target logits
 ``[Σ (k_r + 1), V]`` with ``cu_num_logits`` offsets; per request, the slots hold the last
@@ -27,9 +28,11 @@ import pytest
 from specaccept import (
     AcceptanceRule,
     SamplerConfig,
+    TreeScheme,
     accept_draft_token,
     effective_token_distribution,
     verify_blockwise,
+    verify_tree,
 )
 from specaccept.core.batch import verify_batch
 
@@ -205,3 +208,76 @@ def test_the_accept_test_at_the_edges_of_q_is_the_formula_as_written() -> None:
         q = mx.array([float(q_t), 0.0], dtype=mx.float32)
         got = [bool(accept_draft_token(mx.array([1.0, 0.0]), q, 0, u).item()) for u in uniforms]
         assert got == [cell == "accept" for cell in cells], q_t
+
+
+# --- a tree kernel's layout ----------------------------------------------------------------
+#
+# SGLang's target-only tree kernel reads, per request, slots 0..N (slot 0 the root, the last
+# verified token): the token of each slot (`candidates`), each slot's first child
+# (`retrive_next_token`) and next sibling (`retrive_next_sibling`), -1 for none, and target
+# probabilities per slot. It tests a slot's children in sibling-chain order. `verify_tree`
+# tests a node's children in node-index order, so the adapter numbers the slots in preorder
+# (a parent before its children, siblings in chain order). Its fixed cases with thresholds
+# (1, 1) are the lossless rule (deterministic candidates); thresholds below 1 are a relaxed,
+# lossy acceptance the spec does not define, so those cases have no adapter.
+
+
+class EagleTree(NamedTuple):
+    parents: list[int]  # verify_tree's parents, in preorder
+    tokens: list[int]  # verify_tree's draft_tokens
+    slots: list[int]  # the kernel's slot of each verify_tree node (row order follows)
+
+
+def from_eagle_tree(candidates: Sequence[int], next_token: Sequence[int],
+                    next_sibling: Sequence[int]) -> EagleTree:
+    parents: list[int] = []
+    tokens: list[int] = []
+    slots: list[int] = []
+
+    def visit(slot: int, node: int) -> None:
+        child = next_token[slot]
+        while child != -1:
+            parents.append(node)
+            tokens.append(candidates[child])
+            slots.append(child)
+            visit(child, len(slots) - 1)
+            child = next_sibling[child]
+
+    visit(0, -1)
+    return EagleTree(parents, tokens, slots)
+
+
+SGLANG_TREES = [
+    # candidates, retrive_next_token, retrive_next_sibling, the slots with a target argmax
+    # other than 18 ({slot: token}), and the kernel's expected accept_index and bonus token.
+    ([0, 1, 2, 3, 4, 5], [1, 2, -1, 4, 5, -1], [-1, 3, -1, -1, -1, -1], {0: 3, 3: 4, 4: 5},
+     [0, 3, 4, 5], 18),
+    ([7, 8, 9, 10, 11, 12], [4, 2, 3, -1, 5, -1], [-1, -1, -1, -1, 1, -1], {0: 11, 4: 12},
+     [0, 4, 5], 18),
+]
+
+
+@pytest.mark.parametrize("case", SGLANG_TREES, ids=["request-0", "request-1"])
+def test_the_tree_kernels_fixed_cases_with_thresholds_one(
+    case: tuple[list[int], list[int], list[int], dict[int, int], list[int], int],
+) -> None:
+    """The kernel's fixed 6-slot trees at V = 20: logits 1 everywhere, 10 at each slot's
+    target token, temperature 0.01, so every target row is one-hot. The accepted path (as
+    the kernel's slots, relative to the request) and the bonus token match its expectations
+    for every uniform."""
+    candidates, next_token, next_sibling, argmax, accept_slots, bonus = case
+    tree = from_eagle_tree(candidates, next_token, next_sibling)
+    logits = np.ones((6, 20), dtype=np.float32)
+    for slot in range(6):
+        logits[slot, argmax.get(slot, 18)] = 10.0
+    rows = [0, *tree.slots]  # verify_tree's row v is the kernel's slot rows[v]
+    target = effective_token_distribution(mx.array(logits[rows]),
+                                          SamplerConfig(temperature=0.01))
+    assert all(sorted(np.array(target[v]).tolist())[-2:] == [0.0, 1.0] for v in range(6))
+    for u in (0.0, 0.5, 1.0 - 2.0**-24):
+        verdict = verify_tree(TreeScheme.DETERMINISTIC, tree.parents, target, None,
+                              tree.tokens, mx.full((5,), u), mx.full((4,), u))
+        accepted = int(np.array(verdict.num_accepted))
+        nodes = [int(x) for x in np.array(verdict.accepted_nodes)][:accepted]
+        assert [0, *(tree.slots[n] for n in nodes)] == accept_slots
+        assert int(np.array(verdict.next_token)) == bonus
