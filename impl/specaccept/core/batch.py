@@ -154,8 +154,8 @@ def batch_uniforms(
     ``round_uniforms(seeds[r], round_positions[r], k_r).verify``.
 
     A request's coins are a function of its own seed, round position and draft count, never
-    of its batch-mates or its place in the batch. Two requests read the same coins only if
-    their seeds are equal; an engine that derives per-request seeds MUST give distinct
+    of its batch-mates or its place in the batch. Requests with equal seeds read equal coins
+    at equal positions, so an engine that derives per-request seeds MUST give distinct
     requests distinct seeds, all 64 bits of which enter the hash.
 
     >>> u = batch_uniforms([7, 7 + 2**32], [0, 0], [0, 2, 4])
