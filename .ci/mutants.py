@@ -869,6 +869,14 @@ MUTANTS: tuple[Mutant, ...] = (
         scope="_position_word",
     ),
     mutant(
+        "seed-high-bits-dropped", RANDOMNESS,
+        "return splitmix64(splitmix64(seed) ^ (SLOTS * position + slot))",
+        "return splitmix64(splitmix64(seed & 0xFFFFFFFF) ^ (SLOTS * position + slot))",
+        "the seed folded to its low 32 bits: requests whose seeds differ only in the high bits "
+        "read the same coins, so a batch's requests are no longer independent",
+        first_tests=("tests/test_batch_verification.py",), scope="_position_word",
+    ),
+    mutant(
         "uniform-half-range", RANDOMNESS,
         "return (word >> (64 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
@@ -942,6 +950,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "return residual_distribution(p, q)",
         "a placeholder's replacement drawn from relu(p - q) as for a rejected draft: the "
         "output law is biased, since nothing was drawn from q there", scope="_replacement_rows"
+    ),
+    mutant(
+        "grammar-force-reject-to-masked-target", ACCEPTANCE,
+        "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
+        "return mx.where(mx.logical_and(ids.valid, _at(p, ids.clamped) > 0)[..., None], "
+        "residual_distribution(p, q), p)",
+        "a draft the (grammar-masked) target excludes force-rejected and replaced by a draw "
+        "from p, not the residual: with p = (.5, .5, 0) and q = (.1, .3, .6) it emits "
+        "(.4, .6, 0), total variation 1/10 (proofs/grammar_constrained.md)",
+        first_tests=("proofs/test_grammar_constrained.py",), scope="_replacement_rows",
     ),
     mutant(
         "greedy-placeholder-accepted", ACCEPTANCE,
