@@ -47,7 +47,7 @@ from engines.sglang import layout
 SGLANG = "sglang==0.5.23"
 FLASHINFER = "flashinfer-python==0.7.2"
 CUDA_KERNEL = "sglang/kernels/jit/include/sgl_kernel/speculative/sampling.cuh"
-CUDA_KERNEL_SHA256 = "TO-BE-PINNED"
+CUDA_KERNEL_SHA256 = "5dc446636f189325f4c6f5588ebe02f77c50d3e8dc453f6d13f79d7abd2e6e7d"
 FLASHINFER_HEADERS = "flashinfer/data/include/flashinfer/"
 TRITON_PORT_COMMIT = "ba2453e443b9548d4b16b46c7b9b158befa5d972"
 TRITON_PORT_PATH = "python/sglang/kernels/ops/speculative/tree_sampling.py"
@@ -110,7 +110,7 @@ def cuda_sources(cache: Path) -> tuple[Path, dict[str, str]]:
                 if member.startswith(FLASHINFER_HEADERS) and rest and "/" not in rest:
                     (headers / rest).write_bytes(wheel.read(member))
     digest = _sha256(kernel)
-    if CUDA_KERNEL_SHA256 != "TO-BE-PINNED" and digest != CUDA_KERNEL_SHA256:
+    if digest != CUDA_KERNEL_SHA256:
         raise RecorderError(f"--cache {cache}: {kernel} has SHA-256 {digest}, not SGLang "
                             f"0.5.23's {CUDA_KERNEL_SHA256}")
     return include, {"sampling.cuh": digest,
