@@ -57,6 +57,14 @@ def test_verify_tree_gives_what_sglang_asserts(case: layout.FixedCase) -> None:
         assert emitted[: len(tokens)] == tokens
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_sglangs_cuda_kernel_did_what_verify_tree_does(case: layout.FixedCase) -> None:
+    """Its recorded outcomes (an H100 run) are `verify_tree`'s, whole paths and tokens."""
+    for i, request in enumerate(case.requests):
+        accepted, emitted, _ = _spec(request, case.max_depth, strict=True)
+        assert (case.cuda_accepted[i], case.cuda_tokens[i]) == (accepted, emitted)
+
+
 def test_the_port_departs_from_the_spec_exactly_where_it_emits_a_zero_mass_token() -> None:
     """Under the port's own comparison (``coin <= cdf``) the spec agrees with it except on
     three requests, and on each of those the port emits a token of probability 0."""

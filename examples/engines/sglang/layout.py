@@ -275,6 +275,10 @@ class FixedCase:
     """Per request, the accepted slots the Triton port returned (recorded)."""
     port_tokens: list[list[int]]
     """Per request, ``predicts`` along the port's path: its accepted tokens, then the next."""
+    cuda_accepted: list[list[int]]
+    """Per request, the accepted slots SGLang 0.5.23's CUDA kernel returned (recorded)."""
+    cuda_tokens: list[list[int]]
+    """Per request, ``predicts`` along the CUDA kernel's path."""
 
 
 def _rows(spec: Any, vocab: int, slots: int) -> tuple[tuple[float, ...], ...]:
@@ -308,5 +312,7 @@ def load_fixed_cases(path: Path = FIXED_CASES) -> list[FixedCase]:
         cases.append(FixedCase(case["name"], case["vocab_size"], case["thresholds"][0],
                                case["thresholds"][1], case["max_depth"], requests, accepted,
                                tokens, case["triton_port"]["accepted_slots"],
-                               case["triton_port"]["tokens"]))
+                               case["triton_port"]["tokens"],
+                               case["cuda_kernel"]["accepted_slots"],
+                               case["cuda_kernel"]["tokens"]))
     return cases
