@@ -2,7 +2,8 @@
 # The SGLang stage of CI: SGLang's Triton port, run on the CPU under Triton's interpreter,
 # recorded and checked by `specaccept conform`. A correct verifier conforms; the planted
 # mutant (thresholds below 1, SGLang's lossy setting) and the port's p = 0 acceptance fail.
-# Its own virtual environment (requirements.txt plus the project), about 5 minutes on 2 cores.
+# Its own virtual environment (requirements.txt plus the project; SGLANG_CI_VENV names one to
+# reuse), then about 5 minutes on 2 cores.
 #
 #   examples/engines/sglang/ci.sh [WORKDIR]
 #
@@ -17,9 +18,12 @@ start=$SECONDS
 stage() { echo "=== sglang: $* ($((SECONDS - start)) s)"; }
 
 stage "environment in $VENV"
-python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q -r "$HERE/requirements.txt"
-"$VENV/bin/pip" install -q -e "$ROOT[shell]"
+if ! "$VENV/bin/python" -c "import torch, triton, specaccept, scipy, tqdm" 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -r "$HERE/requirements.txt"
+    # conform needs the project, SciPy and tqdm; not mlx-lm
+    "$VENV/bin/pip" install -q -e "$ROOT" "scipy>=1.11" "tqdm>=4.66"
+fi
 PY="$VENV/bin/python"
 CONFORM="$VENV/bin/specaccept conform"
 

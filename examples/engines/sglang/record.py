@@ -192,15 +192,23 @@ def cuda_kernel(cache: Path) -> tuple[Callable[..., None], dict[str, str]]:
     build.mkdir(parents=True, exist_ok=True)
     source = build / "tree_verify.cu"
     source.write_text(_CUDA_WRAPPER, "utf-8")
-    module = cpp_extension.load(
+    try:
+        module = _build(cpp_extension, source, include, build)
+    except Exception as error:  # nvcc, ninja and the loader raise their own types
+        raise RecorderError(f"--kernel cuda: building SGLang's kernel failed: "
+                            f"{str(error).strip().splitlines()[-1:]}") from error
+    verify: Callable[..., None] = module.verify
+    return verify, digests
+
+
+def _build(cpp_extension: Any, source: Path, include: Path, build: Path) -> Any:
+    return cpp_extension.load(
         name="sglang_tree_verify", sources=[str(source)], extra_include_paths=[str(include)],
         build_directory=str(build), verbose=False,
         # PyTorch defines these four; FlashInfer's headers need half and bfloat16 operators.
         extra_cuda_cflags=["-std=c++17", "--expt-relaxed-constexpr",
                            "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
                            "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"])
-    verify: Callable[..., None] = module.verify
-    return verify, digests
 
 
 # --- running a batch ----------------------------------------------------------------------
@@ -416,10 +424,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
                         help="where the pinned wheels and extracted files live")
     parser.add_argument("--triton-source", type=Path,
-                        default=DEFAULT_CACHE / f"sglang-{TRITON_PORT_COMMIT[:7]}"
-                        / "tree_sampling.py")
+                        help="the Triton port (default: CACHE/sglang-ba2453e/tree_sampling.py)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cuda" if args.kernel == "cuda" else "cpu")
+    args.triton_source = args.triton_source or (
+        args.cache / f"sglang-{TRITON_PORT_COMMIT[:7]}" / "tree_sampling.py")
     if args.kernel == "cuda" and args.device != "cuda":
         parser.error("--device cpu: the CUDA kernel runs on a GPU only")
     return args
@@ -455,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = time.perf_counter() - start
     except (RecorderError, specaccept_trace.TraceWriteError) as error:
         print(f"record.py: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"record.py: --out {args.out}: {error.strerror or error}", file=sys.stderr)
         return 2
     summary.update(trees=count, seconds=round(seconds, 2), engine=engine, **header)
     print(json.dumps(summary))
