@@ -210,6 +210,8 @@ class ReplayState(State):
     first: str = ""
     skipped: int = 0
     unrecorded: int = 0
+    cut: int = 0
+    """Block rounds the engine cut short (end of sequence, token budget)."""
     power: PowerProduct = field(default_factory=PowerProduct)
 
     def update(self, facts: RoundFacts) -> None:
@@ -229,6 +231,9 @@ class ReplayState(State):
         # An unrecorded draw is read as 0 and its outcome not compared.
         u = np.nan_to_num(round_.uniforms, nan=0.0)
         if rule is AcceptanceRule.BLOCK:
+            if round_.stopped:
+                self.cut += 1  # a cut block round shows too little to replay its decision
+                return
             if not is_full_block_round(round_):
                 self.skipped += 1
                 return
@@ -251,6 +256,7 @@ class ReplayState(State):
         self.first = self.first or other.first
         self.skipped += other.skipped
         self.unrecorded += other.unrecorded
+        self.cut += other.cut
         self.power.merge(other.power)
 
     def result(self, power_scale: float) -> CheckResult:
@@ -265,12 +271,15 @@ class ReplayState(State):
             return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, why)
         not_replayed = [f"{self.skipped} rounds not replayable (unknown rule or missing q)"] * \
             bool(self.skipped) + [f"{self.unrecorded} rounds without the uniforms their "
-                                  "decisions read"] * bool(self.unrecorded)
+                                  "decisions read"] * bool(self.unrecorded) + [
+            f"{self.cut} block rounds cut short (stopped) before their drafts were all "
+            "decided"] * bool(self.cut)
         detail = self.first or "; ".join(not_replayed)
         return CheckResult(
             name, Verdict.FAIL if self.divergent else Verdict.PASS,
             f"divergent rounds = {self.divergent} of "
-            f"{self.rounds - self.skipped - self.unrecorded} ({self.compared} decisions)",
+            f"{self.rounds - self.skipped - self.unrecorded - self.cut} "
+            f"({self.compared} decisions)",
             threshold, detail,
             self.power.powers(power_scale, "lower bound", "no replayable position"),
         )
