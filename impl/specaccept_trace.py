@@ -1,7 +1,8 @@
 """Write specaccept conformance traces with nothing but Python's standard library.
 
-An engine vendors this one file (it imports no third-party package: no MLX, no NumPy, no
-specaccept) and records its speculative rounds in the trace format of
+An engine vendors this one file (it needs no third-party package: no MLX, no NumPy, no
+specaccept; where NumPy can be imported it checks row values with it, faster, by the same
+rules) and records its speculative rounds in the trace format of
 ``spec/trace_format.md``, version 2 (any number of runs) or version 1 (one run, the version
 this release's ``specaccept conform`` reads)::
 
@@ -39,7 +40,7 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import IO, Any, SupportsFloat
 
@@ -280,7 +281,7 @@ _NEGATIVE_INFINITY = {"float32": b"\x00\x00\x80\xff", "float16": b"\x00\xfc",
                       "bfloat16": b"\x80\xff"}
 
 
-def _byte_table(predicate: Any) -> bytes:
+def _byte_table(predicate: Callable[[int], bool]) -> bytes:
     """A `bytes.translate` table: byte b becomes 1 where `predicate(b)`, else 0."""
     return bytes(1 if predicate(b) else 0 for b in range(256))
 
