@@ -625,6 +625,10 @@ _TOKENWISE_RULES = frozenset(RULE_IDS) - {"block"}
 """The rules that decide position by position, reading no row past the first rejection."""
 
 
+_SPLICED_TEXT = 1 << 16
+"""The length of base64 text from which `_json_line` splices it in rather than dumping it."""
+
+
 def _json_line(record: Mapping[str, Any]) -> list[str]:
     """The record as `json.dumps` writes it compactly, and a newline, in pieces to write one
     after the other (joined, a copy of megabytes more).
@@ -633,11 +637,14 @@ def _json_line(record: Mapping[str, Any]) -> list[str]:
     rather than scanned for characters to escape: it holds only base64's alphabet, made by
     `b64_block` or checked by the decoder before the record was built.
     """
+    texts = {key: next((v for k, v in value.items() if k.endswith("_b64")), None)
+             for key, value in record.items()
+             if key in ("target", "draft") and isinstance(value, dict)}
+    if not any(isinstance(text, str) and len(text) >= _SPLICED_TEXT for text in texts.values()):
+        return [_compact(record) + "\n"]  # one call: faster below that size
     pieces, separator = ["{"], ""
     for key, value in record.items():
-        text = None
-        if key in ("target", "draft") and isinstance(value, dict):
-            text = next((v for k, v in value.items() if k.endswith("_b64")), None)
+        text = texts.get(key)
         if isinstance(text, str):
             pieces.append(f'{separator}"{key}":{{')
             for i, (name, field) in enumerate(value.items()):
