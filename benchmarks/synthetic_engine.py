@@ -217,7 +217,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     cpu: list[float] = []  # the writer's thread's CPU time: what a busy host's waits leave out
     engine = f"synthetic numpy engine: rule {args.rule}, bug {args.bug or 'none'}"
     # Passed only when set, so that a writer from before the option can be timed.
-    omit = {"omit_undecided_rows": True} if args.omit_undecided_rows else {}
+    omit: dict[str, Any] = {"omit_undecided_rows": True} if args.omit_undecided_rows else {}
     with st.TraceWriter(args.out, vocab_size=vocab, engine=engine,
                         check_values=not args.no_check_values, **omit) as trace:
         requests = []

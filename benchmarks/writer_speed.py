@@ -28,13 +28,14 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 _SPEC = importlib.util.spec_from_file_location(
     "synthetic_engine", Path(__file__).resolve().parent / "synthetic_engine.py")
 assert _SPEC is not None and _SPEC.loader is not None
-engine = importlib.util.module_from_spec(_SPEC)
+engine: Any = importlib.util.module_from_spec(_SPEC)  # its writer, `st`, is swapped below
 sys.modules[_SPEC.name] = engine
 _SPEC.loader.exec_module(engine)
 
