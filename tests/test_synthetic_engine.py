@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -142,3 +143,12 @@ def test_omitting_undecided_rows_changes_only_the_draft_law_checks_sample(
     drafts = [int(report["draft-law"][0].split(" drafts;")[0].rsplit(" ", 1)[1])
               for report in (full, decided)]
     assert drafts[1] < drafts[0] == 4 * 120
+
+
+def test_unrecorded_draws_are_null_and_the_accept_tests_still_replay(tmp_path: Path) -> None:
+    report = _conform(tmp_path, "--rounds", "30", "--runs", "2", "--unrecorded-draws")
+    rounds = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()
+              if '"round"' in line]
+    assert all(u[1] is None and (u[0] is None) == (i == 4)
+               for r in rounds for i, u in enumerate(r["uniforms"]))
+    assert "divergent rounds = 0 of 60" in report and "verdict: CONFORMS" in report
