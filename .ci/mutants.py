@@ -1419,4 +1419,13 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
         scope="HistoryState.merge",
     ),
+    mutant(
+        "replay-envelope-for-recorded-probabilities", "impl/specaccept/conformance/replay.py",
+        "rebuilt = round_.target_logits is not None", "rebuilt = True",
+        "the float32 envelope granted to probabilities the engine recorded as it used them: a "
+        "draw off by a boundary of its own law is no longer a divergence",
+        vectors=False,
+        first_tests=("tests/test_conformance_envelope.py",),
+        scope="_replay_round",
+    ),
 )
