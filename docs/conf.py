@@ -107,6 +107,10 @@ nitpick_ignore = [
     ("py:class", "numpy.ndarray"),
     ("py:class", "os.PathLike"),
     ("py:class", "pathlib.Path"),
+    # Private parts of the checks' states, named by their fields' types.
+    ("py:class", "specaccept.conformance.acceptance._BugTerms"),
+    ("py:class", "specaccept.conformance.batch._Entry"),
+    ("py:class", "specaccept.conformance.history._Growth"),
 ]
 
 # Plain ``>>>`` paragraphs (the docstring examples autodoc pulls into api.md) run under

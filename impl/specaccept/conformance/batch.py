@@ -127,7 +127,8 @@ class BatchState(State):
     batched request's own acceptance and law states."""
 
     steps: dict[tuple[str, int], list[_Entry]] = field(default_factory=dict)
-    """Per (trace file, step): a step number names one forward pass of one engine."""
+    """The entries of each (trace file, step), since a step number names one forward pass
+    of one engine."""
     acceptance: dict[str, AcceptanceState] = field(default_factory=dict)
     law: dict[str, LawState] = field(default_factory=dict)
 

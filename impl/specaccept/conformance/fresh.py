@@ -101,12 +101,14 @@ class FreshState(State):
     reads: int = 0
     rereads: int = 0
     earlier_count: int = 0
-    """Sum over reads of the distinct values earlier rounds read: mu = this * spacing."""
+    """Per read, the count of distinct values earlier rounds read, summed (mu is this
+    times the spacing)."""
     values: dict[float, tuple[int, int, int]] = field(default_factory=dict)
     table: list[tuple[int, int, str]] = field(default_factory=list)
-    """Per round ordinal: (round index, line, run id), for the diagnosis."""
+    """The (round index, line, run id) of each round by ordinal, for the diagnosis."""
     first: tuple[int, float, int] | None = None
-    """(ordinal of the re-reading round, the value, ordinal of the round that read it first)."""
+    """The ordinal of the first re-reading round, the value, and the ordinal of the round
+    that read it first."""
     max_binary: int = 0
     max_decimals: int = 0
     block: bool = False
@@ -114,7 +116,8 @@ class FreshState(State):
     """Re-reads a position-keyed block engine would make, within the piece."""
     run_ends: dict[str, tuple[tuple[bool, int], tuple[bool, int, int]]] = field(
         default_factory=dict)
-    """Per run: (block, k) of its first round and (block, k, kept) of its last, in the piece."""
+    """The (block, k) of each run's first round in the piece and (block, k, kept) of its
+    last."""
 
     def update(self, round_: Round) -> None:
         """A chain round."""

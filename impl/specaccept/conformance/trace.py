@@ -851,7 +851,8 @@ class TraceStream:
         self.truncated: str | None = None
         self.rounds_read = 0
         self.entries: dict[str, tuple[int, int, int]] = {}
-        """Per run under way before the piece: (line, round, position) of its first round."""
+        """The line, round and position of the first round of each run under way before the
+        piece."""
         self._lines = _lookahead(_lines(path))
         header = self._header()
         self._reader = _Reader(header)
