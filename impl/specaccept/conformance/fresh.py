@@ -55,12 +55,32 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
 
     >>> [coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
     [7, 2]
+
+    Computed in log space, c log(mu) - log(c!), so that a bound past 709 (uniforms on a
+    coarse grid: quarters, two decimals) does not overflow float64: the bound rises while
+    c < mu and falls after, so the least c past its peak is found by bisection, in
+    O(log mu) steps whatever mu is.
     """
-    c, tail = 1, mean_bound
-    while tail > alpha:
-        c += 1
-        tail *= mean_bound / c
-    return c
+    if not (math.isfinite(mean_bound) and mean_bound >= 0):
+        raise ValueError(f"mean_bound must be a finite number >= 0, got {mean_bound!r}")
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    if mean_bound <= alpha:
+        return 1
+    log_mu, log_alpha = math.log(mean_bound), math.log(alpha)
+
+    def within(c: int) -> bool:
+        return c * log_mu - math.lgamma(c + 1) <= log_alpha
+
+    # Below mu the bound rises from its value at c = 1, which is above alpha.
+    low = max(1, math.floor(mean_bound))
+    high = 2 * low
+    while not within(high):
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if within(middle) else (middle, high)
+    return high
 
 
 def _position_keyed_rereads(rounds: Sequence[Round]) -> int:
