@@ -50,6 +50,8 @@ class TreeEngineCase:
     """The engine's uniforms are multiples of 2**-grid."""
     sharpness: float = 0.5
     """The drafter's logits are the target's times this, plus noise (see `_laws`)."""
+    record_uniforms: bool = True
+    """Whether the trace records the uniforms (without them replay and fresh do not run)."""
 
 
 TREE_BUGS = (
@@ -69,6 +71,13 @@ TREE_BUGS = (
     # gives no mass passes at u = 0, which 3-bit uniforms reach one time in eight.
     TreeEngineCase("zero-mass-accepted-at-coin-0", TreeScheme.IID, 3, 1, 40,
                    ("tree-replay", "tree-support"), grid=3),
+    # When every child of a row is rejected, the next token is drawn from the residual as
+    # it was before the last sibling's update. No uniforms are recorded, so only the
+    # support of the final residual can tell.
+    TreeEngineCase("next-token-before-the-last-update", TreeScheme.IID, 2, 1, 160,
+                   ("tree-support",), sharpness=2.0, record_uniforms=False),
+    TreeEngineCase("next-token-before-the-last-update", TreeScheme.WITHOUT_REPLACEMENT, 3, 1,
+                   60, ("tree-support",), record_uniforms=False),
 )
 
 
@@ -130,6 +139,15 @@ def _decide(
             read[len(path)] = accept_u[children[row][-1]]
             path, token = _verify(scheme, parents, p, q, tokens, accept_u, read)
             return path, token, read
+    row = 0 if not path else path[-1] + 1
+    if bug == "next-token-before-the-last-update" and len(children[row]) >= 2:
+        # The last child made a placeholder: it leaves the residual as it was before it.
+        stale = list(tokens)
+        stale[children[row][-1]] = -1
+        verdict = verify_tree(scheme, parents, mx.array(p),
+                              None if scheme is TreeScheme.DETERMINISTIC else mx.array(q),
+                              mx.array(stale), mx.array(accept_u), mx.array(sample_u))
+        return path, int(np.array(verdict.next_token)), sample_u
     if bug == "zero-mass-accepted-at-coin-0" and not path:
         # Depth 1: the root's children, tested in order without the p > 0 guard.
         for child in children[0]:
@@ -149,6 +167,7 @@ def run_tree_engine(
     scheme = case.scheme if case else (scheme or TreeScheme.IID)
     if case is not None:
         width, depth, grid, sharpness = case.width, case.depth, case.grid, case.sharpness
+        record_uniforms = record_uniforms and case.record_uniforms
     parents = full_tree_parents(width, depth)
     size = len(parents)
     children: list[list[int]] = [[] for _ in range(size + 1)]

@@ -31,6 +31,7 @@ from specaccept.conformance import PROBABILITY_SUM_TOLERANCE, TraceError, read_t
 from specaccept.conformance.trace import MAX_BLOCK_ENTRIES, MAX_VOCAB_SIZE, sampler_from_json
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.tree import MAX_TREE_NODES
 from specaccept.shell.conformance import encode_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,6 +270,7 @@ def test_check_values_off_skips_the_numbers_but_not_the_structure() -> None:
 def test_its_constants_are_the_readers() -> None:
     assert st.PROBABILITY_SUM_TOLERANCE == PROBABILITY_SUM_TOLERANCE
     assert (st.MAX_BLOCK_ENTRIES, st.MAX_VOCAB_SIZE) == (MAX_BLOCK_ENTRIES, MAX_VOCAB_SIZE)
+    assert st.MAX_TREE_NODES == MAX_TREE_NODES
     assert set(st.RULE_IDS) == {rule.value for rule in AcceptanceRule}
     assert dict(st.SAMPLER_DEFAULTS) == dataclasses.asdict(SamplerConfig())
 

@@ -28,6 +28,7 @@ import numpy as np
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import MAX_TOKEN_ID, SamplerConfig
 from specaccept.core.sampling import effective_token_distribution
+from specaccept.core.tree import MAX_TREE_NODES
 
 __all__ = [
     "MAX_BLOCK_ENTRIES",
@@ -781,14 +782,18 @@ def _lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
             yield number + 1, b"", False
 
 
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON (a number must be finite)")
+
+
 def _parse(text: str) -> object:
     """One line's JSON value; raises ValueError with a one-line reason.
 
-    NaN and Infinity, which Python writes and reads, parse here, to be refused by the field
-    that holds them (every number must be finite).
+    Strict JSON: the NaN, Infinity and -Infinity that Python writes and reads are refused
+    wherever they stand, `extra` (whose content no check reads) included.
     """
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
         raise ValueError(f"{error.msg} at column {error.colno}") from None
     except RecursionError:
@@ -926,6 +931,9 @@ def _tree_parents(record: Mapping[str, Any], line: int) -> tuple[list[int], list
     if not isinstance(parents, list) or not parents:
         raise TraceError(line, "parents", f"must be a non-empty list of ints, got "
                          f"{_brief(parents)}")
+    if len(parents) > MAX_TREE_NODES:
+        raise TraceError(line, "parents", f"must name at most {MAX_TREE_NODES} nodes "
+                         f"(MAX_TREE_NODES), got {len(parents)}")
     children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     depths = [0]
     for i, parent in enumerate(parents):

@@ -36,6 +36,7 @@ from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.core.tree import (
     MAX_DRAW_ORDER_ENTRIES,
+    MAX_TREE_NODES,
     TreeScheme,
     candidate_siblings_acceptance,
     iid_siblings_acceptance,
@@ -54,6 +55,7 @@ __all__ = [
     "TreeRun",
     "TreeSpeculativeGenerator",
     "TreeStats",
+    "check_tree_size",
     "full_tree_parents",
 ]
 
@@ -73,7 +75,7 @@ def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
     >>> full_tree_parents(1, 3)
     (-1, 0, 1)
     """
-    _check_width_and_depth(width, depth)
+    check_tree_size(width, depth)
     parents: list[int] = []
     level_start, previous_start = 0, -1
     for level in range(1, depth + 1):
@@ -83,16 +85,36 @@ def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
     return tuple(parents)
 
 
-def _check_width_and_depth(width: object, depth: object) -> None:
+def check_tree_size(width: object, depth: object) -> None:
+    """Refuse a width and depth outside the bounds, before any power of them is computed.
+
+    The paths W**D are at most `MAX_TREE_PATHS` and the nodes W + ... + W**D at most
+    `MAX_TREE_NODES` (a width of 1 is a chain of D nodes). A ValueError names the values.
+    """
     for name, value in (("width", width), ("depth", depth)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"tree {name} must be an int >= 1, got {value!r}")
+            raise ValueError(f"tree {name} must be an int >= 1, got {_short(value)}")
     assert isinstance(width, int) and isinstance(depth, int)
-    if width**depth > MAX_TREE_PATHS:
-        raise ValueError(
-            f"a tree of width {width} and depth {depth} has {width**depth} root-to-leaf paths, "
-            f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed"
-        )
+    if depth > MAX_TREE_NODES:
+        raise ValueError(f"tree depth must be at most {MAX_TREE_NODES} (MAX_TREE_NODES: a "
+                         f"level holds at least one node), got {_short(depth)}")
+    # W**D is computed only once W <= MAX_TREE_PATHS and, for W >= 2, D <= log2 of it.
+    if width > MAX_TREE_PATHS or (width > 1 and depth > MAX_TREE_PATHS.bit_length()):
+        paths = f"more than {MAX_TREE_PATHS}"
+    elif width**depth > MAX_TREE_PATHS:
+        paths = f"{width}**{depth} = {width**depth}"
+    else:
+        return
+    raise ValueError(
+        f"a tree of width {_short(width)} and depth {depth} has {paths} root-to-leaf paths, "
+        f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed")
+
+
+def _short(value: object) -> str:
+    """A value in a message: an int of more than 20 digits by its size, not its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    return repr(value)
 
 
 @dataclass
@@ -317,7 +339,7 @@ class TreeSpeculativeGenerator:
         if not isinstance(self.draft_config, SamplerConfig):
             raise TypeError(f"draft_config must be a SamplerConfig, got "
                             f"{type(self.draft_config).__name__}")
-        _check_width_and_depth(self.width, self.depth)
+        check_tree_size(self.width, self.depth)
         if not isinstance(self.scheme, TreeScheme):
             raise TypeError(f"scheme must be a TreeScheme, got {self.scheme!r}")
         for name, config in (("target_config", self.target_config),
