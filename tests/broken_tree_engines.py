@@ -24,11 +24,13 @@ import numpy as np
 
 import specaccept_trace
 from specaccept.conformance import ConformanceReport, Verdict, check_trace, read_trace
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
 from specaccept.core.sampling import sample_from_distribution
 from specaccept.core.tree import TreeScheme, verify_tree
 from specaccept.shell.tree_generator import full_tree_parents
 
-__all__ = ["TREE_BUGS", "TreeEngineCase", "check_text", "detection_round", "run_tree_engine"]
+__all__ = ["TREE_BUGS", "TreeEngineCase", "check_text", "detection_round",
+           "run_tree_and_chain_engine", "run_tree_engine"]
 
 VOCAB = 12
 PROMPT = (1, 2, 3)
@@ -208,6 +210,62 @@ def run_tree_engine(
             uniforms=({"accept": accept_u.tolist(), "sample": read.tolist()}
                       if record_uniforms else None))
         history += emitted
+    return out.getvalue()
+
+
+def run_tree_and_chain_engine(rounds: int, *, seed: int = 0, reuse: bool) -> str:
+    """A run alternating a tree round (i.i.d., 2x1) and a chain round (k = 1, stochastic).
+
+    Each round is decided correctly on the uniforms it records. With `reuse`, the chain
+    round's uniforms are the ones the tree round before it read (its first root child's
+    accept coin, then the draw after the path, column by column): the chain round
+    conditions on coins the tree round already spent, a cross-kind re-read that only a
+    fresh check over every record of the file sees.
+    """
+    parents = full_tree_parents(2, 1)
+    children = [[0, 1], [], []]
+    out = io.StringIO()
+    writer = specaccept_trace.TraceWriter(out, vocab_size=VOCAB,
+                                          engine=f"tree and chain engine: reuse={reuse}")
+    run = writer.start_run("0", prompt=PROMPT)
+    history = list(PROMPT)
+    for index in range(rounds):
+        draft_u = _uniforms(seed, 5 * index, 2, 24)
+        accept_u = _uniforms(seed, 5 * index + 1, 2, 24)
+        sample_u = _uniforms(seed, 5 * index + 2, 2, 24)
+        root_p, root_q = _laws(tuple(history), 0.5)
+        tokens = _draft(TreeScheme.IID, root_q, 2, draft_u)
+        laws = [_laws((*history, t), 0.5) for t in tokens]
+        p = np.stack([root_p, *(law[0] for law in laws)])
+        q = np.stack([root_q, *(law[1] for law in laws)])
+        path, token = _verify(TreeScheme.IID, parents, p, q, tokens, accept_u, sample_u)
+        emitted = [*(tokens[n] for n in path), token]
+        run.write_tree_round(
+            scheme=TreeScheme.IID, parents=parents, node_tokens=tokens,
+            target=specaccept_trace.probs_block(p.tolist()),
+            draft=specaccept_trace.probs_block(q[[r for r in range(3) if children[r]]].tolist()),
+            path=path, emitted=emitted,
+            uniforms={"accept": accept_u.tolist(), "sample": sample_u.tolist()})
+        history += emitted
+        # The chain round: one draft from q at the context, then verify_tokenwise.
+        chain_p0, chain_q0 = _laws(tuple(history), 0.5)
+        draft = _draft(TreeScheme.IID, chain_q0, 1, _uniforms(seed, 5 * index + 3, 1, 24))[0]
+        chain_p1, _ = _laws((*history, draft), 0.5)
+        fresh = _uniforms(seed, 5 * index + 4, 4, 24).reshape(2, 2)
+        spent = np.array([[accept_u[0], sample_u[len(path)]],
+                          [accept_u[1], sample_u[0]]], dtype=np.float32)
+        uniforms = spent if reuse else fresh
+        verdict = verify_tokenwise(AcceptanceRule.STOCHASTIC, mx.array(np.stack(
+            [chain_p0, chain_p1])), mx.array(chain_q0[None]), mx.array([draft]),
+            mx.array(uniforms))
+        kept = int(np.array(verdict.num_accepted))
+        chain_emitted = [draft][:kept] + [int(np.array(verdict.next_token))]
+        run.write_round(
+            rule="stochastic", draft_tokens=[draft], emitted=chain_emitted,
+            target=specaccept_trace.probs_block([chain_p0.tolist(), chain_p1.tolist()]),
+            draft=specaccept_trace.probs_block([chain_q0.tolist()]),
+            uniforms=uniforms.tolist())
+        history += chain_emitted
     return out.getvalue()
 
 

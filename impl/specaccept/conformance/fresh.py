@@ -67,10 +67,13 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
     if mean_bound <= alpha:
         return 1
+    # Within a relative 1e-12 in log space: an exact tie (mu = 1, alpha = 1/2: 1/2! = alpha)
+    # is a tie, whichever way lgamma rounds.
     log_mu, log_alpha = math.log(mean_bound), math.log(alpha)
+    slack = 1e-12 * max(1.0, abs(log_alpha))
 
     def within(c: int) -> bool:
-        return c * log_mu - math.lgamma(c + 1) <= log_alpha
+        return c * log_mu - math.lgamma(c + 1) <= log_alpha + slack
 
     # Below mu the bound rises from its value at c = 1, which is above alpha.
     low = max(1, math.floor(mean_bound))

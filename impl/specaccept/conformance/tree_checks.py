@@ -35,6 +35,7 @@ __all__ = [
     "check_tree_rounds",
     "check_tree_support",
     "node_acceptance",
+    "tree_read_uniforms",
 ]
 
 _MIN_LAW_TOKENS = 10
@@ -196,7 +197,7 @@ def check_tree_replay(rounds: Sequence[TreeRound]) -> CheckResult:
 # --- fresh -------------------------------------------------------------------------------
 
 
-def _read_uniforms(round_: TreeRound) -> list[float]:
+def tree_read_uniforms(round_: TreeRound) -> list[float]:
     """The recorded uniforms the round's outcome read: at each row of the path, the accept
     tests of its children up to the accepted one, then the draw after the path."""
     if round_.accept_uniforms is None or round_.sample_uniforms is None:
@@ -220,7 +221,7 @@ def check_tree_fresh(rounds: Sequence[TreeRound], alpha_level: float) -> CheckRe
     P(D >= c) <= mu^c / c!, and the check fails at the least c with that bound <= alpha.
     """
     name = "tree-fresh"
-    read = [(r, _read_uniforms(r)) for r in rounds if r.accept_uniforms is not None]
+    read = [(r, tree_read_uniforms(r)) for r in rounds if r.accept_uniforms is not None]
     if not read:
         return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
                            "no tree round records its uniforms")
