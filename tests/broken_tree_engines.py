@@ -259,7 +259,7 @@ def run_tree_and_chain_engine(rounds: int, *, seed: int = 0, reuse: bool) -> str
             [chain_p0, chain_p1])), mx.array(chain_q0[None]), mx.array([draft]),
             mx.array(uniforms))
         kept = int(np.array(verdict.num_accepted))
-        chain_emitted = [draft][:kept] + [int(np.array(verdict.next_token))]
+        chain_emitted = [*[draft][:kept], int(np.array(verdict.next_token))]
         run.write_round(
             rule="stochastic", draft_tokens=[draft], emitted=chain_emitted,
             target=specaccept_trace.probs_block([chain_p0.tolist(), chain_p1.tolist()]),

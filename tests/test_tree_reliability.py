@@ -10,8 +10,8 @@ import textwrap
 
 import mlx.core as mx
 import pytest
-from broken_tree_engines import check_text, run_tree_and_chain_engine
 
+from broken_tree_engines import check_text, run_tree_and_chain_engine
 from specaccept.conformance import Verdict, read_trace
 from specaccept.conformance.fresh import read_uniforms
 from specaccept.conformance.tree_checks import tree_read_uniforms
