@@ -239,10 +239,24 @@ class TreeRun(Iterator[list[int]]):
         return next(self._blocks)
 
 
+def _model_vocab_size(model: Any, name: str) -> int:
+    """The model's vocabulary size; a callable that is no model is named, not a traceback."""
+    try:
+        return vocab_size_of(model)
+    except Exception as error:  # whatever a non-model raises when probed
+        raise TypeError(f"{name} must be an mlx-lm model (callable as model(tokens, "
+                        f"cache=cache), returning [1, T, V] logits); probing it raised "
+                        f"{type(error).__name__}: {error}") from error
+
+
 def _make_cache(model: Any, name: str) -> list[Any]:
     from mlx_lm.models.cache import KVCache, make_prompt_cache
 
-    cache: list[Any] = make_prompt_cache(model)
+    try:
+        cache: list[Any] = make_prompt_cache(model)
+    except (AttributeError, TypeError) as error:
+        raise TypeError(f"{name} must be an mlx-lm model with layers to cache; "
+                        f"make_prompt_cache raised {type(error).__name__}: {error}") from error
     kinds = sorted({type(c).__name__ for c in cache if type(c) is not KVCache})
     if kinds:
         # A round copies each layer's keys and values to one row per path and keeps one
@@ -355,8 +369,8 @@ class TreeSpeculativeGenerator:
                 f"({self.width}) tokens, but draft_config is greedy (one token); use the "
                 "deterministic scheme for greedy drafts")
         self.eos_token_ids = frozenset(self.eos_token_ids)
-        self.vocab_size = vocab_size_of(self.target)
-        draft_vocab = vocab_size_of(self.drafter)
+        self.vocab_size = _model_vocab_size(self.target, "target")
+        draft_vocab = _model_vocab_size(self.drafter, "drafter")
         if draft_vocab != self.vocab_size:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "
@@ -367,6 +381,10 @@ class TreeSpeculativeGenerator:
                 f"diagnostics under without-replacement enumerate V**width draw-order "
                 f"entries, at most {MAX_DRAW_ORDER_ENTRIES}; got width {self.width} at "
                 f"V = {self.vocab_size}")
+        if self.scheme is not TreeScheme.IID and self.width > self.vocab_size:
+            raise ValueError(
+                f"width {self.width} exceeds the vocabulary ({self.vocab_size}): the "
+                f"{self.scheme.value} scheme drafts distinct siblings, at most one per id")
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
 
@@ -390,6 +408,9 @@ class TreeSpeculativeGenerator:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
+        if isinstance(prompt, str | bytes) or not isinstance(prompt, Sequence):
+            raise TypeError(f"prompt must be a sequence of token ids, got "
+                            f"{type(prompt).__name__}")
         tokens = list(prompt)
         if not tokens:
             raise ValueError("prompt must hold at least one token, got an empty prompt")
