@@ -155,6 +155,9 @@ def _json_object(name: str, value: object) -> dict[str, Any]:
     except (TypeError, ValueError) as error:
         raise TraceWriteError(f"{name} must be plain JSON (no NaN, no infinity, only JSON "
                               f"types): {error}") from None
+    except RecursionError:
+        raise TraceWriteError(f"{name} nests objects or arrays deeper than JSON serialisation "
+                              "(and a reader's parser) allows") from None
     return dict(value)
 
 
@@ -239,6 +242,12 @@ def _pack(values: list[float], dtype: str) -> bytes:
     bits = struct.unpack(f"<{len(values)}I", single)
     # Round to nearest even, as a bfloat16 cast does.
     halves = [((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF for b in bits]
+    for i, (b, half) in enumerate(zip(bits, halves, strict=True)):
+        # A finite float32 beyond bfloat16's largest finite value rounds to an infinity.
+        if half & 0x7FFF == 0x7F80 and b & 0x7F800000 != 0x7F800000:
+            raise TraceWriteError(f"data value {i} ({values[i]!r}) is finite but rounds to "
+                                  f"{'-' if half >> 15 else '+'}inf in bfloat16, whose largest "
+                                  "finite value is about 3.3895e38")
     return struct.pack(f"<{len(halves)}H", *halves)
 
 
