@@ -243,8 +243,9 @@ def test_a_non_json_constant_in_extra_is_refused(literal: str, where: str,
             + RUN % (extra if where == "run" else "") + RUN.replace('"0"', '"1"') % "")
     path = Path(str(tmp_path)) / "t.jsonl"
     path.write_text(text)
-    with pytest.raises(TraceError, match=f"line {1 if where == 'header' else 2}.*{literal} "
-                       "is not JSON"):
+    shown = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[literal]
+    with pytest.raises(TraceError, match=f"line {1 if where == 'header' else 2}, field "
+                       f"'extra.ms': is {shown}, which is not JSON"):
         read_trace(path)
 
 

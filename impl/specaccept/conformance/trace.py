@@ -451,9 +451,22 @@ class _RunState:
 
 
 def _extra(record: Mapping[str, Any], line: int) -> None:
-    """`extra`, when present, is a JSON object; its content is the engine's own."""
-    if "extra" in record and not isinstance(record["extra"], dict):
+    """`extra`, when present, is a JSON object; its content is the engine's own, but strict
+    JSON: NaN, Infinity and -Infinity (which Python's parser reads) are refused in it too."""
+    if "extra" not in record:
+        return
+    if not isinstance(record["extra"], dict):
         raise TraceError(line, "extra", f"must be a JSON object, got {_brief(record['extra'])}")
+    pending: list[tuple[str, object]] = [("extra", record["extra"])]
+    while pending:  # a walk with a stack: the parser already bounded the depth
+        where, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TraceError(line, where, f"is {value!r}, which is not JSON (NaN and the "
+                             "infinities are Python's extensions)")
+        if isinstance(value, dict):
+            pending.extend((f"{where}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _run_fields(record: Mapping[str, Any], run_id: str, line: int, vocab: int) -> Run:
@@ -782,18 +795,15 @@ def _lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
             yield number + 1, b"", False
 
 
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON (a number must be finite)")
-
-
 def _parse(text: str) -> object:
     """One line's JSON value; raises ValueError with a one-line reason.
 
-    Strict JSON: the NaN, Infinity and -Infinity that Python writes and reads are refused
-    wherever they stand, `extra` (whose content no check reads) included.
+    NaN and Infinity, which Python writes and reads, parse here, to be refused by the field
+    that holds them (every number must be finite; `_extra` walks the one field no check
+    reads).
     """
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{error.msg} at column {error.colno}") from None
     except RecursionError:
