@@ -36,6 +36,7 @@ import math
 import numbers
 import os
 import re
+import stat
 import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -491,7 +492,7 @@ def _open_exclusively(path: str) -> IO[bytes]:
                 f"destination {path!r} is held by another TraceWriter (in this process or "
                 "another): two writers on one path would lose each other's lines; give each "
                 "writer its own path, or one writer several runs") from None
-    if raw.seekable():  # a pipe or a terminal has nothing to truncate
+    if stat.S_ISREG(os.fstat(raw.fileno()).st_mode):  # a pipe or a device: nothing to cut
         raw.seek(0)
         raw.truncate()
     return raw

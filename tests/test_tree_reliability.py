@@ -91,8 +91,10 @@ def test_the_coincidence_threshold_is_the_least_c_of_the_product_form() -> None:
     for mu in [0.0, 1e-9, 1e-4, 0.3, 1.0, 2.5, 17.0, 123.4, 699.0]:
         for alpha in (1e-8, 1e-4, 0.05, 0.5):
             assert coincidence_threshold(mu, alpha) == by_product(mu, alpha), (mu, alpha)
-    with pytest.raises(ValueError, match="mean_bound must be a finite number"):
-        coincidence_threshold(float("inf"), 1e-4)
+    for bad in (float("inf"), float("nan"), -1.0, 1e301):
+        with pytest.raises(ValueError, match=r"mean_bound must be a number in \[0, 1e\+300\]"):
+            coincidence_threshold(bad, 1e-4)
+    assert coincidence_threshold(1e300, 1e-4) > 1e300
 
 
 def test_tree_sizes_are_refused_before_their_powers_are_computed() -> None:
@@ -303,3 +305,10 @@ def test_a_second_writer_on_a_held_path_is_refused_and_the_first_keeps_its_lines
         out, _ = first.communicate(timeout=HANG_SECONDS)
     assert out.strip() == "wrote"
     assert len(read_trace(path).rounds) == 40
+
+
+def test_a_writer_on_a_device_writes_without_truncating_it() -> None:
+    # /dev/null is seekable but cannot be truncated: opening it raised EINVAL.
+    import specaccept_trace as st
+
+    st.TraceWriter("/dev/null", vocab_size=4).close()

@@ -15,7 +15,8 @@ from specaccept.conformance.trace import Round, Trace
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = [
-    "UNIFORM_SPACING", "check_fresh", "coincidence_threshold", "read_uniforms", "uniform_spacing",
+    "MAX_MEAN_BOUND", "UNIFORM_SPACING", "check_fresh", "coincidence_threshold", "read_uniforms",
+    "uniform_spacing",
 ]
 
 UNIFORM_SPACING = 2.0**-24
@@ -48,6 +49,12 @@ def uniform_spacing(values: Sequence[float]) -> float:
     return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
 
 
+MAX_MEAN_BOUND = 1e300
+"""The largest mean bound `coincidence_threshold` takes: its answer, some e**2 times the
+bound, must stay a finite float (no trace comes near: the bound grows as the square of the
+uniforms it reads)."""
+
+
 def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
 
@@ -61,8 +68,9 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     c < mu and falls after, so the least c past its peak is found by bisection, in
     O(log mu) steps whatever mu is.
     """
-    if not (math.isfinite(mean_bound) and mean_bound >= 0):
-        raise ValueError(f"mean_bound must be a finite number >= 0, got {mean_bound!r}")
+    if not (math.isfinite(mean_bound) and 0 <= mean_bound <= MAX_MEAN_BOUND):
+        raise ValueError(f"mean_bound must be a number in [0, {MAX_MEAN_BOUND:g}], got "
+                         f"{mean_bound!r}")
     if not (math.isfinite(alpha) and alpha > 0):
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
     if mean_bound <= alpha:
@@ -75,11 +83,10 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     def within(c: int) -> bool:
         return c * log_mu - math.lgamma(c + 1) <= log_alpha + slack
 
-    # Below mu the bound rises from its value at c = 1, which is above alpha.
+    # Below mu the bound rises from its value at c = 1, which is above alpha; past
+    # c = e**2 mu it is below (e mu / c)**c <= e**-c, so the answer lies in between.
     low = max(1, math.floor(mean_bound))
-    high = 2 * low
-    while not within(high):
-        low, high = high, 2 * high
+    high = max(low + 1, math.ceil(math.e**2 * mean_bound - log_alpha) + 1)
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if within(middle) else (middle, high)
