@@ -502,7 +502,9 @@ class TraceWriter:
     """A trace file: its header, then the lines of the runs started on it.
 
     Args:
-        destination: a path (``.gz``: written through gzip) or an open text stream.
+        destination: a path (``.gz``: written through gzip) or an open text stream. A
+            path is locked while this writer holds it: a second writer on it (in any
+            process) raises `TraceWriteError` and leaves its lines as they are.
         vocab_size: V, for every run.
         version: 2 (any number of runs) or 1 (one run: the version the reader reads).
         engine: free text naming the engine and its version.
