@@ -1077,8 +1077,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- tree verification -------------------------------------------------------------
     mutant(
         "tree-without-replacement-verified-as-iid", TREE,
-        "if scheme is TreeScheme.IID or j == 0:",
-        "if scheme is not TreeScheme.DETERMINISTIC or j == 0:",
+        "if scheme is TreeScheme.IID or drawn is None:",
+        "if scheme is not TreeScheme.DETERMINISTIC or drawn is None:",
         "drafts without replacement verified with SpecInfer's rule: q not renormalised",
         scope="_proposal",
     ),
@@ -1106,10 +1106,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-rejection-keeps-p", TREE,
-        "            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n"
-        "        chosen_rows.append(chosen)",
-        "            r = mx.where(mass > 0, r, r)\n"
-        "        chosen_rows.append(chosen)",
+        "            rejected = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)\n",
+        "            rejected = mx.where(mass > 0, r, r)\n",
         "a rejected sibling leaves the target's law unchanged: later siblings and the draw read p",
         scope="verify_tree",
     ),
@@ -1252,6 +1250,16 @@ MUTANTS: tuple[Mutant, ...] = (
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
         scope="_support_violation",
+    ),
+    mutant(
+        "tree-support-against-the-first-residual", TREE_CHECKS,
+        "    for j in range(tested):\n",
+        "    for j in range(min(tested, 1)):\n",
+        "the tree support check tests a token against the residual after the first rejected "
+        "child only: a next token drawn before the last sibling's update passes",
+        vectors=False,
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
+        scope="_residual_removal",
     ),
     mutant(
         "tree-acceptance-iid-against-p", TREE_CHECKS,

@@ -33,21 +33,27 @@ import enum
 import gzip
 import importlib
 import io
+import itertools
 import json
 import math
 import numbers
 import os
 import re
+import stat
 import struct
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import IO, Any, SupportsFloat
 
+if sys.platform != "win32":
+    import fcntl
+
 __all__ = [
     "FORMAT",
     "MAX_BLOCK_ENTRIES",
     "MAX_TOKEN_ID",
+    "MAX_TREE_NODES",
     "MAX_VOCAB_SIZE",
     "PROBABILITY_SUM_TOLERANCE",
     "RULE_IDS",
@@ -73,6 +79,8 @@ MAX_TOKEN_ID = 2**31 - 1
 MAX_VOCAB_SIZE = MAX_TOKEN_ID + 1
 MAX_BLOCK_ENTRIES = 2**27
 """The most entries one row block may hold, its rows times vocab_size (the reader's bound)."""
+MAX_TREE_NODES = 4096
+"""The most nodes a tree round may have (the reader's bound, and `verify_tree`'s)."""
 RULE_IDS = ("stochastic", "block", "sampler-match", "sampler-match-no-proposal-distribution",
             "greedy-argmax")
 """The rule ids of spec/acceptance_rule_enum.md; another non-empty id is written as given."""
@@ -151,6 +159,9 @@ def _json_object(name: str, value: object) -> dict[str, Any]:
     except (TypeError, ValueError) as error:
         raise TraceWriteError(f"{name} must be plain JSON (no NaN, no infinity, only JSON "
                               f"types): {error}") from None
+    except RecursionError:
+        raise TraceWriteError(f"{name} nests objects or arrays deeper than JSON serialisation "
+                              "(and a reader's parser) allows") from None
     return dict(value)
 
 
@@ -258,6 +269,12 @@ def _pack(values: list[float], dtype: str) -> bytes:
     bits = struct.unpack(f"<{len(values)}I", single)
     # Round to nearest even, as a bfloat16 cast does.
     halves = [((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF for b in bits]
+    for i, (b, half) in enumerate(zip(bits, halves, strict=True)):
+        # A finite float32 beyond bfloat16's largest finite value rounds to an infinity.
+        if half & 0x7FFF == 0x7F80 and b & 0x7F800000 != 0x7F800000:
+            raise TraceWriteError(f"data value {i} ({values[i]!r}) is finite but rounds to "
+                                  f"{'-' if half >> 15 else '+'}inf in bfloat16, whose largest "
+                                  "finite value is about 3.3895e38")
     return struct.pack(f"<{len(halves)}H", *halves)
 
 
@@ -665,11 +682,37 @@ def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
+def _open_exclusively(path: str) -> IO[bytes]:
+    """Open `path` for writing from its start, holding an exclusive lock on it while open.
+
+    Two writers on one path would interleave or overwrite each other's lines and leave a
+    file that reads as complete; the second one is refused instead. The file is truncated
+    only once the lock is held, so a refused writer leaves the first one's lines as they
+    are. The lock is advisory (POSIX ``flock``), where the platform has one.
+    """
+    raw = open(path, "ab")  # noqa: SIM115 - appending does not truncate before the lock
+    if sys.platform != "win32":
+        try:
+            fcntl.flock(raw.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raw.close()
+            raise TraceWriteError(
+                f"destination {path!r} is held by another TraceWriter (in this process or "
+                "another): two writers on one path would lose each other's lines; give each "
+                "writer its own path, or one writer several runs") from None
+    if stat.S_ISREG(os.fstat(raw.fileno()).st_mode):  # a pipe or a device: nothing to cut
+        raw.seek(0)
+        raw.truncate()
+    return raw
+
+
 class TraceWriter:
     """A trace file: its header, then the lines of the runs started on it.
 
     Args:
-        destination: a path (``.gz``: written through gzip) or an open text stream.
+        destination: a path (``.gz``: written through gzip) or an open text stream. A
+            path is locked while this writer holds it: a second writer on it (in any
+            process) raises `TraceWriteError` and leaves its lines as they are.
         vocab_size: V, for every run.
         version: 2 (any number of runs) or 1 (one run: the version the reader reads).
         engine: free text naming the engine and its version.
@@ -713,14 +756,17 @@ class TraceWriter:
         self._runs: dict[str, RunWriter] = {}
         self._batch_slots: set[tuple[int, int]] = set()
         self._owned: IO[str] | None = None
+        self._raw: IO[bytes] | None = None
         if isinstance(destination, str | os.PathLike):
             path = os.fspath(destination)
+            raw = _open_exclusively(path)
             # Held open across calls and closed by close(), so no `with`.
             if path.endswith(".gz"):
-                binary = gzip.open(path, "wb")  # noqa: SIM115
-                self._owned = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+                gzipped = gzip.GzipFile(fileobj=raw, mode="wb")
+                self._owned = io.TextIOWrapper(gzipped, encoding="utf-8", newline="\n")
             else:
-                self._owned = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+                self._owned = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+            self._raw = raw
             self._stream: IO[str] = self._owned
         elif hasattr(destination, "write"):
             self._stream = destination
@@ -798,6 +844,9 @@ class TraceWriter:
         if self._owned is not None:
             self._owned.close()
             self._owned = None
+        if self._raw is not None:  # a GzipFile leaves the file it wrote through open
+            self._raw.close()  # and closing it releases the lock
+            self._raw = None
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -977,9 +1026,12 @@ class RunWriter:
             raise _fail("scheme", f"be one of {TREE_SCHEMES}", scheme)
         if isinstance(parents, str | bytes | Mapping) or not isinstance(parents, Iterable):
             raise _fail("parents", "be a sequence of ints", parents)
-        parent_list = list(parents)
+        parent_list = list(itertools.islice(parents, MAX_TREE_NODES + 1))
         if not parent_list:
             raise _fail("parents", "name at least one node", parent_list)
+        if len(parent_list) > MAX_TREE_NODES:
+            raise TraceWriteError(f"parents must name at most {MAX_TREE_NODES} nodes "
+                                  "(MAX_TREE_NODES, the reader's bound)")
         children: list[list[int]] = [[] for _ in range(len(parent_list) + 1)]
         depths = [0]
         for i, parent in enumerate(parent_list):

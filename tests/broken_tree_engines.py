@@ -24,11 +24,13 @@ import numpy as np
 
 import specaccept_trace
 from specaccept.conformance import ConformanceReport, Verdict, check_trace, read_trace
+from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
 from specaccept.core.sampling import sample_from_distribution
 from specaccept.core.tree import TreeScheme, verify_tree
 from specaccept.shell.tree_generator import full_tree_parents
 
-__all__ = ["TREE_BUGS", "TreeEngineCase", "check_text", "detection_round", "run_tree_engine"]
+__all__ = ["TREE_BUGS", "TreeEngineCase", "check_text", "detection_round",
+           "run_tree_and_chain_engine", "run_tree_engine"]
 
 VOCAB = 12
 PROMPT = (1, 2, 3)
@@ -50,6 +52,8 @@ class TreeEngineCase:
     """The engine's uniforms are multiples of 2**-grid."""
     sharpness: float = 0.5
     """The drafter's logits are the target's times this, plus noise (see `_laws`)."""
+    record_uniforms: bool = True
+    """Whether the trace records the uniforms (without them replay and fresh do not run)."""
 
 
 TREE_BUGS = (
@@ -69,6 +73,13 @@ TREE_BUGS = (
     # gives no mass passes at u = 0, which 3-bit uniforms reach one time in eight.
     TreeEngineCase("zero-mass-accepted-at-coin-0", TreeScheme.IID, 3, 1, 40,
                    ("tree-replay", "tree-support"), grid=3),
+    # When every child of a row is rejected, the next token is drawn from the residual as
+    # it was before the last sibling's update. No uniforms are recorded, so only the
+    # support of the final residual can tell.
+    TreeEngineCase("next-token-before-the-last-update", TreeScheme.IID, 2, 1, 160,
+                   ("tree-support",), sharpness=2.0, record_uniforms=False),
+    TreeEngineCase("next-token-before-the-last-update", TreeScheme.WITHOUT_REPLACEMENT, 3, 1,
+                   60, ("tree-support",), record_uniforms=False),
 )
 
 
@@ -130,6 +141,15 @@ def _decide(
             read[len(path)] = accept_u[children[row][-1]]
             path, token = _verify(scheme, parents, p, q, tokens, accept_u, read)
             return path, token, read
+    row = 0 if not path else path[-1] + 1
+    if bug == "next-token-before-the-last-update" and len(children[row]) >= 2:
+        # The last child made a placeholder: it leaves the residual as it was before it.
+        stale = list(tokens)
+        stale[children[row][-1]] = -1
+        verdict = verify_tree(scheme, parents, mx.array(p),
+                              None if scheme is TreeScheme.DETERMINISTIC else mx.array(q),
+                              mx.array(stale), mx.array(accept_u), mx.array(sample_u))
+        return path, int(np.array(verdict.next_token)), sample_u
     if bug == "zero-mass-accepted-at-coin-0" and not path:
         # Depth 1: the root's children, tested in order without the p > 0 guard.
         for child in children[0]:
@@ -149,6 +169,7 @@ def run_tree_engine(
     scheme = case.scheme if case else (scheme or TreeScheme.IID)
     if case is not None:
         width, depth, grid, sharpness = case.width, case.depth, case.grid, case.sharpness
+        record_uniforms = record_uniforms and case.record_uniforms
     parents = full_tree_parents(width, depth)
     size = len(parents)
     children: list[list[int]] = [[] for _ in range(size + 1)]
@@ -192,6 +213,62 @@ def run_tree_engine(
     return out.getvalue()
 
 
+def run_tree_and_chain_engine(rounds: int, *, seed: int = 0, reuse: bool) -> str:
+    """A run alternating a tree round (i.i.d., 2x1) and a chain round (k = 1, stochastic).
+
+    Each round is decided correctly on the uniforms it records. With `reuse`, the chain
+    round's uniforms are the ones the tree round before it read (its first root child's
+    accept coin, then the draw after the path, column by column): the chain round
+    conditions on coins the tree round already spent, a cross-kind re-read that only a
+    fresh check over every record of the file sees.
+    """
+    parents = full_tree_parents(2, 1)
+    children = [[0, 1], [], []]
+    out = io.StringIO()
+    writer = specaccept_trace.TraceWriter(out, vocab_size=VOCAB,
+                                          engine=f"tree and chain engine: reuse={reuse}")
+    run = writer.start_run("0", prompt=PROMPT)
+    history = list(PROMPT)
+    for index in range(rounds):
+        draft_u = _uniforms(seed, 5 * index, 2, 24)
+        accept_u = _uniforms(seed, 5 * index + 1, 2, 24)
+        sample_u = _uniforms(seed, 5 * index + 2, 2, 24)
+        root_p, root_q = _laws(tuple(history), 0.5)
+        tokens = _draft(TreeScheme.IID, root_q, 2, draft_u)
+        laws = [_laws((*history, t), 0.5) for t in tokens]
+        p = np.stack([root_p, *(law[0] for law in laws)])
+        q = np.stack([root_q, *(law[1] for law in laws)])
+        path, token = _verify(TreeScheme.IID, parents, p, q, tokens, accept_u, sample_u)
+        emitted = [*(tokens[n] for n in path), token]
+        run.write_tree_round(
+            scheme=TreeScheme.IID, parents=parents, node_tokens=tokens,
+            target=specaccept_trace.probs_block(p.tolist()),
+            draft=specaccept_trace.probs_block(q[[r for r in range(3) if children[r]]].tolist()),
+            path=path, emitted=emitted,
+            uniforms={"accept": accept_u.tolist(), "sample": sample_u.tolist()})
+        history += emitted
+        # The chain round: one draft from q at the context, then verify_tokenwise.
+        chain_p0, chain_q0 = _laws(tuple(history), 0.5)
+        draft = _draft(TreeScheme.IID, chain_q0, 1, _uniforms(seed, 5 * index + 3, 1, 24))[0]
+        chain_p1, _ = _laws((*history, draft), 0.5)
+        fresh = _uniforms(seed, 5 * index + 4, 4, 24).reshape(2, 2)
+        spent = np.array([[accept_u[0], sample_u[len(path)]],
+                          [accept_u[1], sample_u[0]]], dtype=np.float32)
+        uniforms = spent if reuse else fresh
+        verdict = verify_tokenwise(AcceptanceRule.STOCHASTIC, mx.array(np.stack(
+            [chain_p0, chain_p1])), mx.array(chain_q0[None]), mx.array([draft]),
+            mx.array(uniforms))
+        kept = int(np.array(verdict.num_accepted))
+        chain_emitted = [*[draft][:kept], int(np.array(verdict.next_token))]
+        run.write_round(
+            rule="stochastic", draft_tokens=[draft], emitted=chain_emitted,
+            target=specaccept_trace.probs_block([chain_p0.tolist(), chain_p1.tolist()]),
+            draft=specaccept_trace.probs_block([chain_q0.tolist()]),
+            uniforms=uniforms.tolist())
+        history += chain_emitted
+    return out.getvalue()
+
+
 def check_text(text: str) -> ConformanceReport:
     """`check_trace` on a trace held in a string."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
@@ -232,9 +309,12 @@ def detection_round(
 def _main() -> None:
     seeds = 20
     print("Produced by:\n\n```sh\npython tests/broken_tree_engines.py\n```\n")
+    without = sorted({c.bug for c in TREE_BUGS if not c.record_uniforms})
     print(f"Synthetic context laws over a vocabulary of {VOCAB} (tests/broken_tree_engines.py),"
-          f" every trace with its uniforms; alpha = 1e-4 per check. Rounds to detection: the "
-          f"fewest rounds after which a listed check fails, over seeds 0 to {seeds - 1}.\n")
+          f" every trace with its uniforms but {', '.join(without)}'s (whose rounds replay and "
+          f"fresh cannot judge); alpha = 1e-4 per check. Rounds to detection: the "
+          f"fewest rounds after which a listed check fails, over seeds 0 to {seeds - 1}, "
+          f"within four times the CI's rounds.\n")
     print("| bug | scheme | tree | CI's rounds | checks that fail (at the CI's rounds, seed 0) "
           "| rounds to detection: median, max | correct engine, same tree and rounds |")
     print("|---|---|---|---|---|---|---|")

@@ -49,7 +49,8 @@ def test_a_greedy_tree_prints_the_greedy_text(capsys: pytest.CaptureFixture[str]
      "got '0x2'"),
     (["--tree", "2x-1"], "got '2x-1'"),
     (["--tree", "twoxthree"], "got 'twoxthree'"),
-    (["--tree", "2x11"], "argument --tree: '2x11' has 2**11 = 2048 root-to-leaf paths"),
+    (["--tree", "2x11"], "argument --tree: '2x11': a tree of width 2 and depth 11 has 2**11 = 2048 "
+     "root-to-leaf paths"),
     (["--tree", "2x2", "--tree-scheme", "bogus"], "argument --tree-scheme: invalid choice: "
      "'bogus'"),
     (["--tree-scheme", "iid"], "--tree-scheme iid needs --tree WIDTHxDEPTH"),

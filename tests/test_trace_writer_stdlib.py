@@ -31,6 +31,7 @@ from specaccept.conformance import PROBABILITY_SUM_TOLERANCE, TraceError, read_t
 from specaccept.conformance.trace import MAX_BLOCK_ENTRIES, MAX_VOCAB_SIZE, sampler_from_json
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.tree import MAX_TREE_NODES
 from specaccept.shell.conformance import encode_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,6 +270,7 @@ def test_check_values_off_skips_the_numbers_but_not_the_structure() -> None:
 def test_its_constants_are_the_readers() -> None:
     assert st.PROBABILITY_SUM_TOLERANCE == PROBABILITY_SUM_TOLERANCE
     assert (st.MAX_BLOCK_ENTRIES, st.MAX_VOCAB_SIZE) == (MAX_BLOCK_ENTRIES, MAX_VOCAB_SIZE)
+    assert st.MAX_TREE_NODES == MAX_TREE_NODES
     assert set(st.RULE_IDS) == {rule.value for rule in AcceptanceRule}
     assert dict(st.SAMPLER_DEFAULTS) == dataclasses.asdict(SamplerConfig())
 
@@ -486,3 +488,23 @@ def test_cache_offsets_need_the_prompts_length() -> None:
     run = st.TraceWriter(io.StringIO(), vocab_size=4).start_run()
     with pytest.raises(st.TraceWriteError, match="prompt_length"):
         _round(cache={"target_before": 1})(run)
+
+
+def test_extra_nested_past_the_serialiser_is_refused_by_name(tmp_path: Path) -> None:
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5000):
+        inner["a"] = {}
+        inner = inner["a"]
+    with pytest.raises(st.TraceWriteError, match="extra nests objects or arrays deeper"):
+        st.TraceWriter(tmp_path / "t.jsonl", vocab_size=4, extra=deep)
+
+
+@pytest.mark.parametrize("value", [3.4028234663852886e38, -3.4e38])
+def test_a_finite_logit_past_bfloat16_is_refused_as_such(value: float) -> None:
+    # It was packed as an infinity, and refused later as "NaN or +inf".
+    with pytest.raises(st.TraceWriteError, match=r"is finite but rounds to [+-]inf in bfloat16"):
+        st.b64_block([[value, 0.0, 0.0, 0.0]], rows=1, kind="logits", dtype="bfloat16")
+    largest = st.b64_block([[3.3895e38, 0.0, 0.0, 0.0]], rows=1, kind="logits",
+                           dtype="bfloat16")
+    assert largest["dtype"] == "bfloat16"

@@ -328,6 +328,11 @@ def test_check_caches_catches_a_target_that_keeps_a_stale_entry(
     ({"scheme": TreeScheme.WITHOUT_REPLACEMENT}, ValueError, "draft_config is greedy"),
     ({"target_config": SamplerConfig(temperature=1.0, repetition_penalty=1.2)}, ValueError,
      "target_config reads the history"),
+    # These printed "[stack] All arrays must have the same shape" or hung computing W**D.
+    ({"width": 7, "depth": 1, "scheme": TreeScheme.DETERMINISTIC}, ValueError,
+     r"width 7 exceeds the vocabulary \(6\)"),
+    ({"depth": 2**40}, ValueError, "tree depth must be at most 4096"),
+    ({"width": 10**30, "depth": 2}, ValueError, "more than 1024 root-to-leaf paths"),
 ])
 def test_bad_arguments_are_refused_naming_them(
     kwargs: dict[str, Any], error: type[Exception], message: str
@@ -366,3 +371,12 @@ def test_nothing_is_evaluated_to_build_a_round() -> None:
         collect(run)
     # Plus one prefill chunk per model: the prompt has one token before the current one.
     assert evaluations - 2 == run.stats.host_syncs == run.stats.rounds
+
+
+def test_a_prompt_or_a_model_of_the_wrong_kind_is_named() -> None:
+    model = SyntheticLM(VOCAB, cycle_logits(VOCAB))
+    generator = TreeSpeculativeGenerator(model, model, GREEDY, width=2, depth=2)
+    with pytest.raises(TypeError, match="prompt must be a sequence of token ids, got NoneType"):
+        generator.generate(None, 5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="drafter must be an mlx-lm model"):
+        TreeSpeculativeGenerator(model, lambda tokens, cache=None: None, GREEDY)

@@ -209,3 +209,49 @@ json_answers = st.recursive(
 def test_fuzz_any_answer_bytes_end_in_a_verdict(line: bytes, vector: dict[str, object]) -> None:
     found = answer_mismatch(vector, parse_answer(line))
     assert found is None or (isinstance(found, str) and found)
+
+
+# --- the tree reliability probe's port findings ---------------------------------------------
+
+SESSION_LEAVING_PORT = """
+pids = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()  # out of the port's process group and session
+    if os.fork() == 0:
+        with open(pids, "w") as out:
+            out.write(str(os.getpid()))
+        time.sleep(120)  # holds the port's stdout
+        os._exit(0)
+    os._exit(0)
+os.wait()
+sys.exit(0)  # exits at once, without answering
+"""
+
+
+def test_a_child_that_leaves_the_ports_session_neither_holds_the_check_nor_outlives_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Closing the output pipe waited for the child's 120 s sleep, and the child lived on.
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    status = main(["vectors", "check", "--port", _port(tmp_path, SESSION_LEAVING_PORT)
+                   + f" {pids}", "--vectors", str(_vectors(tmp_path, ONE)), "--timeout", "2"])
+    assert status == 1 and time.monotonic() - started < 30
+    assert "no answer within 2 s" in capsys.readouterr().out
+    if sys.platform == "linux":  # found through /proc
+        assert _gone(int(pids.read_text()))
+
+
+def test_an_unclosed_quotation_in_port_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["vectors", "check", "--port", "python 'oops"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("specaccept: error: --port \"python 'oops\" is not a command line: "
+                           "No closing quotation"), err
+
+
+def test_an_integer_past_float64_where_a_real_is_expected_is_a_mismatch() -> None:
+    vector = {"name": "v", "input": {}, "expected": {"y": 0.5}, "atol": 0.0}
+    found = answer_mismatch(vector, {"output": {"y": 10**400}})
+    assert found is not None and found.startswith("output.y: port 1000"), found

@@ -860,6 +860,7 @@ def seeded_run(target_law: Any, draft_law: Any, prompt: object, rule: object,
 # --- tree verification (verify_tree.md) ------------------------------------------------------
 
 TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
+MAX_TREE_NODES = 4096
 
 
 class TreeVerdict(NamedTuple):
@@ -929,14 +930,26 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
                 sample_uniforms: object) -> TreeVerdict:
     if not isinstance(scheme, str) or scheme not in TREE_SCHEMES:
         raise ArgumentTypeError("scheme", f"scheme must be one of {TREE_SCHEMES}")
-    children, depths = tree_children(parents, draft_tokens, scheme != "iid")
+    # An id array: an id outside [0, V) is a placeholder, no draft (spec/index.md).
+    id_array = isinstance(draft_tokens, np.ndarray)
+    if id_array:
+        assert isinstance(draft_tokens, np.ndarray)
+        if not np.issubdtype(draft_tokens.dtype, np.integer):
+            raise ArgumentTypeError("draft_tokens", "draft_tokens must be an integer array")
+        ids = [int(t) for t in draft_tokens.reshape(-1)]
+        children, depths = tree_children(parents, [0] * len(ids), False)
+        if draft_tokens.shape != (len(children) - 1,):
+            raise ArgumentValueError("draft_tokens", "draft_tokens must have shape (N,)")
+        draft_tokens = ids
+    else:
+        children, depths = tree_children(parents, draft_tokens, scheme != "iid")
     assert isinstance(draft_tokens, Sequence)
     size, depth = len(children) - 1, max(depths)
     target = require_probabilities("target_probs", target_probs, (2,))
     vocab_size = target.shape[1]
     if target.shape[0] != size + 1:
         raise ArgumentValueError("target_probs", "target_probs must be [N+1, V]")
-    if any(t >= vocab_size for t in draft_tokens):
+    if not id_array and any(t >= vocab_size for t in draft_tokens):
         raise ArgumentValueError("draft_tokens", "tokens must lie in [0, V)")
     if scheme == "deterministic":
         if draft_probs is not None:
@@ -954,7 +967,8 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
                      (depth + 1,))
     row, path = 0, list[int]()
     while True:
-        r, kids = target[row], children[row]
+        r = target[row]
+        kids = [c for c in children[row] if 0 <= draft_tokens[c] < vocab_size]
         tokens = [draft_tokens[c] for c in kids]
         chosen = -1
         for j, child in enumerate(kids):
@@ -985,8 +999,8 @@ def node_laws(p: object, q: object, num_drafts: object) -> tuple[Array, Array, i
     if not is_int(num_drafts):
         raise ArgumentTypeError("num_drafts", "num_drafts must be an int")
     assert isinstance(num_drafts, int)
-    if num_drafts < 1:
-        raise ArgumentValueError("num_drafts", "num_drafts must be >= 1")
+    if not 1 <= num_drafts <= MAX_TREE_NODES:
+        raise ArgumentValueError("num_drafts", "num_drafts must lie in [1, MAX_TREE_NODES]")
     return p, q, num_drafts
 
 
@@ -1031,6 +1045,9 @@ def without_replacement_siblings_acceptance(p: object, q: object, num_drafts: ob
 
 def candidate_siblings_acceptance(p: object, candidates: object) -> float:
     p = require_probabilities("p", p, (1,))
+    if isinstance(candidates, np.ndarray) and np.issubdtype(candidates.dtype, np.integer):
+        ids = [int(c) for c in candidates.reshape(-1)]
+        return float(sum((p[c] for c in ids if 0 <= c < p.shape[0]), F32(0)))
     if not isinstance(candidates, list) or not all(is_int(c) for c in candidates):
         raise ArgumentTypeError("candidates", "candidates must be a list of ints")
     if not candidates:

@@ -67,7 +67,7 @@ TREE_SCHEMES = ("iid", "without-replacement", "deterministic")
 
 def tree_size(text: str) -> tuple[int, int]:
     """An argparse type: WIDTHxDEPTH, two integers >= 1 (``2x3``), at most 1024 paths."""
-    from specaccept.shell.tree_generator import MAX_TREE_PATHS
+    from specaccept.shell.tree_generator import check_tree_size
 
     width_text, cross, depth_text = text.strip().lower().partition("x")
     try:
@@ -76,11 +76,11 @@ def tree_size(text: str) -> tuple[int, int]:
         width = depth = 0
     if not cross or width < 1 or depth < 1:
         raise argparse.ArgumentTypeError(
-            f"must be WIDTHxDEPTH, two integers >= 1 such as 2x3, got {text!r}")
-    if width**depth > MAX_TREE_PATHS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has {width}**{depth} = {width**depth} root-to-leaf paths, each a row "
-            f"of the target's batched forward; at most {MAX_TREE_PATHS} are allowed")
+            f"must be WIDTHxDEPTH, two integers >= 1 such as 2x3, got {text[:40]!r}")
+    try:
+        check_tree_size(width, depth)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: {error}") from None
     return width, depth
 
 

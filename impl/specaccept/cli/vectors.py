@@ -129,6 +129,14 @@ def show(value: object) -> str:
     return json.dumps(value, sort_keys=True, allow_nan=True)
 
 
+def _finite_float(value: int | float) -> bool:
+    """Whether `value` is a finite float64: an integer past its range (10**400) is not."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def value_mismatch(where: str, got: object, want: object, atol: float) -> str | None:
     """Where `got` differs from `want`: ids, booleans and strings exactly, reals within atol."""
     if isinstance(want, bool):
@@ -137,7 +145,7 @@ def value_mismatch(where: str, got: object, want: object, atol: float) -> str | 
         ok = isinstance(got, int) and not isinstance(got, bool) and got == want
     elif isinstance(want, float):
         ok = (isinstance(got, int | float) and not isinstance(got, bool)
-              and math.isfinite(float(got)) and abs(float(got) - want) <= atol)
+              and _finite_float(got) and abs(float(got) - want) <= atol)
     elif isinstance(want, list):
         if not isinstance(got, list) or len(got) != len(want):
             return f"{where}: port {show(got)}, expected {show(want)}"
@@ -223,7 +231,10 @@ class Port:
     """
 
     def __init__(self, command: str, timeout: float) -> None:
-        argv = shlex.split(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:  # an unclosed quotation, a trailing escape
+            raise ValueError(f"--port {command!r} is not a command line: {error}") from None
         if not argv:
             raise ValueError("--port is empty")
         try:
@@ -309,13 +320,44 @@ class Port:
             self._kill_group()
             self.process.wait()
         self._kill_group()  # children the port started and left behind
-        if self.process.stdout is not None:
+        self.reader.join(timeout=0.5)
+        if self.reader.is_alive():
+            # Someone outside the group (a child that left the port's session) still holds
+            # the output pipe: end it, as the port's, where the system lists open files.
+            self._kill_pipe_holders()
+            self.reader.join(timeout=0.5)
+        if self.process.stdout is not None and not self.reader.is_alive():
+            # Closing a pipe a blocked reader holds would wait for that reader: left open
+            # (the daemon thread ends with this process) when a holder could not be ended.
             with contextlib.suppress(OSError, ValueError):
                 self.process.stdout.close()
+
+    def _kill_pipe_holders(self) -> None:
+        """SIGKILL every other process holding the port's output pipe (Linux's /proc)."""
+        assert self.process.stdout is not None
+        try:
+            pipe = f"pipe:[{os.fstat(self.process.stdout.fileno()).st_ino}]"
+            pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except (OSError, ValueError):
+            return
+        for pid in pids:
+            if pid == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                fds = os.listdir(f"/proc/{pid}/fd")
+                if any(_readlink(f"/proc/{pid}/fd/{fd}") == pipe for fd in fds):
+                    os.kill(pid, signal.SIGKILL)
 
     def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 def parse_answer(line: bytes) -> object:

@@ -17,7 +17,8 @@ from specaccept.conformance.trace import Round
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = [
-    "UNIFORM_SPACING", "FreshState", "coincidence_threshold", "read_uniforms", "uniform_spacing",
+    "MAX_MEAN_BOUND", "UNIFORM_SPACING", "FreshState", "coincidence_threshold",
+    "read_uniforms", "uniform_spacing",
 ]
 
 UNIFORM_SPACING = 2.0**-24
@@ -50,6 +51,12 @@ def uniform_spacing(values: Sequence[float]) -> float:
     return max(UNIFORM_SPACING, 2.0**-binary, 10.0**-decimals)
 
 
+MAX_MEAN_BOUND = 1e300
+"""The largest mean bound `coincidence_threshold` takes: its answer, some e**2 times the
+bound, must stay a finite float (no trace comes near: the bound grows as the square of the
+uniforms it reads)."""
+
+
 def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     """The least c >= 1 with mean_bound**c / c! <= alpha: P(D >= c) <= alpha.
 
@@ -57,16 +64,35 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
 
     >>> [coincidence_threshold(n * (n - 1) / 2 * UNIFORM_SPACING, 1e-4) for n in (5000, 200)]
     [7, 2]
+
+    Computed in log space, c log(mu) - log(c!), so that a bound past 709 (uniforms on a
+    coarse grid: quarters, two decimals) does not overflow float64: the bound rises while
+    c < mu and falls after, so the least c past its peak is found by bisection, in
+    O(log mu) steps whatever mu is.
     """
+    if not (math.isfinite(mean_bound) and 0 <= mean_bound <= MAX_MEAN_BOUND):
+        raise ValueError(f"mean_bound must be a number in [0, {MAX_MEAN_BOUND:g}], got "
+                         f"{mean_bound!r}")
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
     if mean_bound <= alpha:
         return 1
-    # In logarithms: mu**c / c! overflows a float once mu passes ~709.
+    # Within a relative 1e-12 in log space: an exact tie (mu = 1, alpha = 1/2: 1/2! = alpha)
+    # is a tie, whichever way lgamma rounds.
     log_mu, log_alpha = math.log(mean_bound), math.log(alpha)
-    c, log_tail = 1, log_mu
-    while log_tail > log_alpha:
-        c += 1
-        log_tail += log_mu - math.log(c)
-    return c
+    slack = 1e-12 * max(1.0, abs(log_alpha))
+
+    def within(c: int) -> bool:
+        return c * log_mu - math.lgamma(c + 1) <= log_alpha + slack
+
+    # Below mu the bound rises from its value at c = 1, which is above alpha; past
+    # c = e**2 mu it is below (e mu / c)**c <= e**-c, so the answer lies in between.
+    low = max(1, math.floor(mean_bound))
+    high = max(low + 1, math.ceil(math.e**2 * mean_bound - log_alpha) + 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if within(middle) else (middle, high)
+    return high
 
 
 def _keyed_rereads(this: tuple[bool, int, int], after: tuple[bool, int]) -> int:

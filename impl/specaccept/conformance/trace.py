@@ -28,6 +28,7 @@ import numpy as np
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import MAX_TOKEN_ID, SamplerConfig
 from specaccept.core.sampling import effective_token_distribution
+from specaccept.core.tree import MAX_TREE_NODES
 
 __all__ = [
     "MAX_BLOCK_ENTRIES",
@@ -460,9 +461,22 @@ class _RunState:
 
 
 def _extra(record: Mapping[str, Any], line: int) -> None:
-    """`extra`, when present, is a JSON object; its content is the engine's own."""
-    if "extra" in record and not isinstance(record["extra"], dict):
+    """`extra`, when present, is a JSON object; its content is the engine's own, but strict
+    JSON: NaN, Infinity and -Infinity (which Python's parser reads) are refused in it too."""
+    if "extra" not in record:
+        return
+    if not isinstance(record["extra"], dict):
         raise TraceError(line, "extra", f"must be a JSON object, got {_brief(record['extra'])}")
+    pending: list[tuple[str, object]] = [("extra", record["extra"])]
+    while pending:  # a walk with a stack: the parser already bounded the depth
+        where, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TraceError(line, where, f"is {value!r}, which is not JSON (NaN and the "
+                             "infinities are Python's extensions)")
+        if isinstance(value, dict):
+            pending.extend((f"{where}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _run_fields(record: Mapping[str, Any], run_id: str, line: int, vocab: int) -> Run:
@@ -812,7 +826,8 @@ def _parse(text: str) -> object:
     """One line's JSON value; raises ValueError with a one-line reason.
 
     NaN and Infinity, which Python writes and reads, parse here, to be refused by the field
-    that holds them (every number must be finite).
+    that holds them (every number must be finite; `_extra` walks the one field no check
+    reads).
     """
     try:
         return json.loads(text)
@@ -1076,6 +1091,9 @@ def _tree_parents(record: Mapping[str, Any], line: int) -> tuple[list[int], list
     if not isinstance(parents, list) or not parents:
         raise TraceError(line, "parents", f"must be a non-empty list of ints, got "
                          f"{_brief(parents)}")
+    if len(parents) > MAX_TREE_NODES:
+        raise TraceError(line, "parents", f"must name at most {MAX_TREE_NODES} nodes "
+                         f"(MAX_TREE_NODES), got {len(parents)}")
     children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     depths = [0]
     for i, parent in enumerate(parents):

@@ -35,6 +35,7 @@ __all__ = [
     "check_tree_rounds",
     "check_tree_support",
     "node_acceptance",
+    "tree_read_uniforms",
 ]
 
 _MIN_LAW_TOKENS = 10
@@ -45,16 +46,16 @@ def _where(round_: TreeRound) -> str:
     return f"{run}tree round {round_.index} (line {round_.line})"
 
 
-def _proposal(scheme: str, q: np.ndarray, tokens: Sequence[int], j: int) -> np.ndarray:
-    """The law sibling j was drafted from, as `verify_tree` reads it, in float64."""
+def _proposal_after(scheme: str, q: np.ndarray, token: int, drawn: np.ndarray) -> np.ndarray:
+    """The law a sibling with `token` was drafted from, as `verify_tree` reads it, in
+    float64; its elder siblings' tokens are the mask `drawn`, so a child costs O(V)."""
     if scheme == "deterministic":
         one_hot = np.zeros(q.shape[0])
-        one_hot[tokens[j]] = 1.0
+        one_hot[token] = 1.0
         return one_hot
-    if scheme == "iid" or j == 0:
+    if scheme == "iid" or not drawn.any():
         return q
-    kept = q.copy()
-    kept[list(tokens[:j])] = 0.0
+    kept = np.where(drawn, 0.0, q)
     mass = kept.sum()
     return kept / mass if mass > 0 else kept
 
@@ -68,8 +69,10 @@ def _walk(round_: TreeRound, row: int) -> tuple[list[float], list[np.ndarray]]:
          else np.zeros(round_.target_rows.shape[1]))
     r = round_.target_rows[row].astype(np.float64)
     chances, residuals = [], [r]
-    for j, token in enumerate(tokens):
-        q_j = _proposal(round_.scheme, q, tokens, j)
+    drawn = np.zeros(r.shape[0], dtype=bool)
+    for token in tokens:
+        q_j = _proposal_after(round_.scheme, q, token, drawn)
+        drawn[token] = True
         if r[token] <= 0:
             chances.append(0.0)
         else:
@@ -194,7 +197,7 @@ def check_tree_replay(rounds: Sequence[TreeRound]) -> CheckResult:
 # --- fresh -------------------------------------------------------------------------------
 
 
-def _read_uniforms(round_: TreeRound) -> list[float]:
+def tree_read_uniforms(round_: TreeRound) -> list[float]:
     """The recorded uniforms the round's outcome read: at each row of the path, the accept
     tests of its children up to the accepted one, then the draw after the path."""
     if round_.accept_uniforms is None or round_.sample_uniforms is None:
@@ -218,7 +221,7 @@ def check_tree_fresh(rounds: Sequence[TreeRound], alpha_level: float) -> CheckRe
     P(D >= c) <= mu^c / c!, and the check fails at the least c with that bound <= alpha.
     """
     name = "tree-fresh"
-    read = [(r, _read_uniforms(r)) for r in rounds if r.accept_uniforms is not None]
+    read = [(r, tree_read_uniforms(r)) for r in rounds if r.accept_uniforms is not None]
     if not read:
         return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
                            "no tree round records its uniforms")
@@ -274,6 +277,14 @@ def _support_violation(round_: TreeRound) -> str:
                     return (f"{where}, depth {d}: the first child, token {token}, was rejected "
                             f"though p = {p[token]:.6g} >= q = {q[token]:.6g}: its acceptance "
                             "probability is 1")
+        if d < len(round_.path):
+            kept = kids.index(round_.path[d])
+            token = round_.node_tokens[round_.path[d]]
+            removed_by = _residual_removal(round_, row, token, kept)
+            if removed_by is not None:
+                return (f"{where}, depth {d}: accepted child {kept} (token {token}) has no "
+                        f"mass in the residual after rejecting child {removed_by}: the "
+                        "accept test needs r(x) > 0")
         if d != len(round_.path) or round_.next_token is None:
             continue
         # No child accepted: the next token comes from the residual after every child.
@@ -290,7 +301,43 @@ def _support_violation(round_: TreeRound) -> str:
                 return (f"{where}, depth {d}: the next token {nxt} has p = {p[nxt]:.6g} <= "
                         f"q = {q[nxt]:.6g}: outside the residual's support after rejecting "
                         "the first child")
+        removed_by = _residual_removal(round_, row, nxt, len(kids))
+        if removed_by is not None:
+            return (f"{where}, depth {d}: the next token {nxt} has no mass in the residual "
+                    f"after the {len(kids)} rejected children: rejecting child {removed_by} "
+                    f"(token {tokens[removed_by]}) removed it, and the residual only loses "
+                    "tokens (drawn before the last updates, as from an earlier residual?)")
     return ""
+
+
+_CLEAR_MARGIN = 1e-4
+"""A residual step removes token x when q_j(x) exceeds r_j(x) by this relative margin (and
+the step's excess has mass): far beyond float32's rounding of r_j, so an engine computing
+the residuals in float32 removes x too, and a token once removed never returns."""
+
+
+def _residual_removal(round_: TreeRound, row: int, token: int, tested: int) -> int | None:
+    """The first of the row's first `tested` children whose rejection removed `token` from
+    the residual, clearly (`_CLEAR_MARGIN`); None if the residual after them keeps it.
+
+    Zero tolerance: with p, q and (but under i.i.d.) the recorded siblings, the residual
+    after each rejection is determined, and a token outside it cannot follow them."""
+    kids = round_.children[row]
+    tokens = [round_.node_tokens[c] for c in kids]
+    q = (round_.draft_rows[row].astype(np.float64) if round_.draft_rows is not None
+         else np.zeros(round_.target_rows.shape[1]))
+    r = round_.target_rows[row].astype(np.float64)
+    drawn = np.zeros(r.shape[0], dtype=bool)
+    for j in range(tested):
+        q_j = _proposal_after(round_.scheme, q, tokens[j], drawn)
+        excess = np.maximum(r - q_j, 0.0)
+        mass = excess.sum()
+        if mass > _CLEAR_MARGIN and q_j[token] - r[token] > _CLEAR_MARGIN * max(
+                q_j[token], r[token]):
+            return j
+        r = excess / mass if mass > 0 else r
+        drawn[tokens[j]] = True
+    return None
 
 
 def check_tree_support(rounds: Sequence[TreeRound]) -> CheckResult:

@@ -20,13 +20,19 @@ from specaccept.core import randomness, validation
 from specaccept.core.randomness import UniformKey
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["MAX_DRAW_ORDER_ENTRIES", "TreeKeys", "TreeScheme", "TreeShape", "TreeVerdict",
+__all__ = ["MAX_DRAW_ORDER_ENTRIES", "MAX_TREE_NODES", "TreeKeys", "TreeScheme", "TreeShape",
+           "TreeVerdict",
            "candidate_siblings_acceptance", "iid_siblings_acceptance", "multi_draft_ceiling",
            "tree_keys", "tree_shape", "verify_tree", "without_replacement_siblings_acceptance"]
 
 MAX_DRAW_ORDER_ENTRIES = 2**26
 """The most entries (V to the power n: V**(n - 1) draw orders of a `[V]` row each)
 `without_replacement_siblings_acceptance` enumerates, about 256 MiB an array in float32."""
+
+MAX_TREE_NODES = 4096
+"""The most nodes a tree may have, and the most siblings a closed form counts (num_drafts):
+checked before anything is sized by it. Trees in use are far smaller (EAGLE-2 verifies about
+60 nodes, Sequoia's largest some 800), and every check of a tree is linear in its nodes."""
 
 
 class TreeScheme(str, Enum):
@@ -67,6 +73,8 @@ def tree_shape(parents: object, draft_tokens: object, *, distinct_siblings: bool
     size = len(parents)
     if size < 1:
         raise ValueError("parents must name at least one node, got an empty tree")
+    if size > MAX_TREE_NODES:
+        raise ValueError(f"parents must name at most {MAX_TREE_NODES} nodes, got {size}")
     if len(draft_tokens) != size:
         raise ValueError(
             f"draft_tokens must hold one token per node: {size} nodes, got {len(draft_tokens)}")
@@ -74,13 +82,19 @@ def tree_shape(parents: object, draft_tokens: object, *, distinct_siblings: bool
         validation.integer(f"parents[{i}]", parent)
         if not -1 <= parent < size:
             raise ValueError(f"parents[{i}] must be -1 (the root) or a node, got {parent}")
+    # Each node is walked from once: a walk stops at a node an earlier walk finished, so
+    # finding a cycle costs O(N) whatever the depth.
+    finished = [False] * size
     for i in range(size):
-        seen, node = {i}, parents[i]
-        while node != -1:
-            if node in seen:
-                raise ValueError(f"parents has a cycle through node {i}: {tuple(parents)}")
-            seen.add(node)
+        walk, on_walk, node = [], set(), i
+        while node != -1 and not finished[node]:
+            if node in on_walk:
+                raise ValueError(f"parents has a cycle through node {i}: {_brief(parents)}")
+            on_walk.add(node)
+            walk.append(node)
             node = parents[node]
+        for node in walk:
+            finished[node] = True
     for i, parent in enumerate(parents):
         if parent >= i:
             raise ValueError(
@@ -105,6 +119,12 @@ def tree_shape(parents: object, draft_tokens: object, *, distinct_siblings: bool
     return TreeShape(tuple(tuple(c) for c in children), tuple(depths))
 
 
+def _brief(values: Sequence[int]) -> str:
+    """A parent array in a message: whole when short, its first entries when long."""
+    shown = tuple(values[:16])
+    return str(shown) if len(values) <= 16 else f"{str(shown)[:-1]}, ... ({len(values)} nodes)"
+
+
 class TreeVerdict(NamedTuple):
     """A verified tree: emit the tokens of ``accepted_nodes[:num_accepted]``, then `next_token`."""
 
@@ -116,31 +136,27 @@ class TreeVerdict(NamedTuple):
     """The token after the path, a 0-d int32, drawn from the residual at the last node."""
 
 
-def _proposal(
-    scheme: TreeScheme, q: mx.array, tokens: Sequence[int | mx.array], j: int
-) -> mx.array:
-    """The law child j of a node was drafted from, given siblings 0..j-1 were drafted first."""
-    vocab_size = q.shape[-1]
+def _proposal(scheme: TreeScheme, q: mx.array, token: int | mx.array,
+              drawn: mx.array | None) -> mx.array:
+    """The law a child with `token` was drafted from, given its elder siblings' tokens are
+    `drawn` (a `[V]` bool mask, None for the eldest): kept incrementally, so that a node's
+    W children cost O(W V), not O(W**2 V)."""
     if scheme is TreeScheme.DETERMINISTIC:
-        return (mx.arange(vocab_size) == tokens[j]).astype(mx.float32)
-    if scheme is TreeScheme.IID or j == 0:
+        return (mx.arange(q.shape[-1]) == token).astype(mx.float32)
+    if scheme is TreeScheme.IID or drawn is None:
         return q
-    drawn = mx.zeros((vocab_size,), dtype=mx.bool_)
-    for earlier in tokens[:j]:
-        drawn = mx.logical_or(drawn, mx.arange(vocab_size) == earlier)
     kept = mx.where(drawn, 0.0, q)
     mass = kept.sum()
     return mx.where(mass > 0, kept / mx.where(mass > 0, mass, 1.0), kept)
 
 
-def _token_array(value: mx.array, size: int) -> mx.array:
-    """Draft tokens given as an array: a `[N]` integer array, its shape and dtype checked."""
+def _token_array(value: mx.array, size: int, vocab_size: int) -> validation.DraftIds:
+    """Draft tokens given as an array: a `[N]` integer array, its shape and dtype checked; an
+    id outside [0, V) is a placeholder (no draft), gathered through index 0."""
     if not mx.issubdtype(value.dtype, mx.integer):
         raise TypeError(f"draft_tokens must be an integer array, got {value.dtype}")
-    if tuple(value.shape) != (size,):
-        raise ValueError(
-            f"draft_tokens must have shape ({size},), one token per node, got {tuple(value.shape)}")
-    return value.astype(mx.int32)
+    return validation.draft_ids("draft_tokens", value, vocab_size=vocab_size,
+                                batch_shape=(size,))
 
 
 def _entry(values: mx.array, index: mx.array) -> mx.array:
@@ -177,9 +193,12 @@ def verify_tree(
         target_probs: `[N+1, V]` float32.
         draft_probs: `[N+1, V]` float32, or None under `DETERMINISTIC`.
         draft_tokens: N Python ints in [0, V); distinct among siblings except under `IID`.
-            Or a `[N]` integer array, whose values are then a documented precondition,
-            not checked: reading them would force an evaluation, and a generator that
-            drafts the tree lazily verifies it in the round's one synchronisation.
+            Or a `[N]` integer array, not read on the host (a generator that drafts the
+            tree lazily verifies it in the round's one synchronisation): an id outside
+            [0, V) in it is a placeholder, no draft, as in the chain verifiers. It is never
+            accepted and leaves the residual as it was, so its subtree is never reached:
+            the tree is verified as if the placeholder and its subtree were absent.
+            Distinct siblings are then a precondition.
         accept_uniforms: `[N]` float, node i's accept test.
         sample_uniforms: `[D+1]` float, the draw at depth d (D the tree's depth).
 
@@ -192,23 +211,26 @@ def verify_tree(
     """
     if not isinstance(scheme, TreeScheme):
         raise TypeError(f"scheme must be a TreeScheme, got {type(scheme).__name__} {scheme!r}")
-    if isinstance(draft_tokens, mx.array):
-        token_array = _token_array(draft_tokens, len(parents))
-        shape = tree_shape(parents, [0] * token_array.shape[0], distinct_siblings=False)
-        node_tokens: list[int | mx.array] = [token_array[i] for i in range(token_array.shape[0])]
+    is_array = isinstance(draft_tokens, mx.array)
+    if is_array and not isinstance(parents, str | bytes) and isinstance(parents, Sequence):
+        shape = tree_shape(parents, [0] * len(parents), distinct_siblings=False)
     else:
-        shape = tree_shape(parents, draft_tokens,
-                           distinct_siblings=scheme is not TreeScheme.IID)
-        node_tokens = list(draft_tokens)
+        shape = tree_shape(parents, draft_tokens, distinct_siblings=scheme is not TreeScheme.IID)
     size, depth = len(parents), max(shape.depths)
     target_probs = validation.require_probabilities("target_probs", target_probs, ndims=(2,))
     vocab_size = target_probs.shape[1]
     if target_probs.shape[0] != size + 1:
         raise ValueError(f"target_probs must be [N+1, V] = [{size + 1}, V] for {size} nodes, "
                          f"got {tuple(target_probs.shape)}")
-    for i, token in enumerate(node_tokens):
-        if isinstance(token, int) and token >= vocab_size:
-            raise ValueError(f"draft_tokens[{i}] must lie in [0, {vocab_size}), got {token}")
+    if isinstance(draft_tokens, mx.array):
+        ids = _token_array(draft_tokens, size, vocab_size)
+        node_tokens: list[int | mx.array] = [ids.clamped[i] for i in range(size)]
+        node_valid: list[mx.array | None] = [ids.valid[i] for i in range(size)]
+    else:
+        for i, token in enumerate(draft_tokens):
+            if token >= vocab_size:
+                raise ValueError(f"draft_tokens[{i}] must lie in [0, {vocab_size}), got {token}")
+        node_tokens, node_valid = [*draft_tokens], [None] * size
     if scheme is TreeScheme.DETERMINISTIC:
         if draft_probs is not None:
             raise ValueError("draft_probs must be None under the deterministic scheme: the "
@@ -230,32 +252,70 @@ def verify_tree(
     residuals: list[mx.array] = []
     for index, kids in enumerate(shape.children):
         r = target_probs[index]
-        tokens = [node_tokens[c] for c in kids]
         chosen = mx.array(-1, dtype=mx.int32)
-        for j, child in enumerate(kids):
-            q_j = _proposal(scheme, q_rows[index], tokens, j)
-            r_x, q_x = r[tokens[j]], q_j[tokens[j]]
+        drawn: mx.array | None = None
+        for child in kids:
+            node_token, valid = node_tokens[child], node_valid[child]
+            q_j = _proposal(scheme, q_rows[index], node_token, drawn)
+            r_x, q_x = r[node_token], q_j[node_token]
             accepted = mx.logical_and(r_x > 0, accept_u[child] * q_x <= r_x)
-            chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)
             excess = mx.maximum(r - q_j, 0.0)
             mass = excess.sum()
-            r = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+            rejected = mx.where(mass > 0, excess / mx.where(mass > 0, mass, 1.0), r)
+            is_token = mx.arange(vocab_size) == node_token
+            if valid is not None:  # a placeholder is no draft: never kept, changes nothing
+                accepted = mx.logical_and(valid, accepted)
+                rejected = mx.where(valid, rejected, r)
+                is_token = mx.logical_and(valid, is_token)
+            chosen = mx.where(mx.logical_and(chosen < 0, accepted), child, chosen)
+            r = rejected
+            if scheme is TreeScheme.WITHOUT_REPLACEMENT:
+                drawn = is_token if drawn is None else mx.logical_or(drawn, is_token)
         chosen_rows.append(chosen)
         residuals.append(r)
     chosen_child = mx.stack(chosen_rows)  # [N+1]: the accepted child of each row, or -1
     row_uniforms = sample_u[mx.array(shape.depths, dtype=mx.int32)]
     candidates = sample_from_distribution(mx.stack(residuals), row_uniforms)
-
-    row = mx.array(0, dtype=mx.int32)
-    path: list[mx.array] = []
-    for _ in range(depth):
-        step = _entry(chosen_child, row)
-        path.append(step)
-        row = mx.where(step >= 0, step + 1, row)
-        chosen_child = mx.where(step >= 0, chosen_child, -1)  # a stop is final
-    accepted_nodes = mx.stack(path).astype(mx.int32)
+    accepted_nodes, last_row = _accepted_path(parents, shape, chosen_child)
     num_accepted = (accepted_nodes >= 0).sum().astype(mx.int32)
-    return TreeVerdict(num_accepted, accepted_nodes, _entry(candidates, row))
+    return TreeVerdict(num_accepted, accepted_nodes, _entry(candidates, last_row))
+
+
+def _accepted_path(
+    parents: Sequence[int], shape: TreeShape, chosen_child: mx.array
+) -> tuple[mx.array, mx.array]:
+    """(the `[D]` accepted path, -1 past its end; the row it stops at), in O(N log D).
+
+    Node i is on the path when it and each of its ancestors is its parent's chosen child.
+    The AND over ancestors is taken by pointer doubling, with the ancestors known on the
+    host; nodes sorted by depth then give each depth's path node as a difference of two
+    prefix sums (one node of each depth, or none, is on the path).
+    """
+    size, depth = len(parents), max(shape.depths)
+    nodes = mx.arange(size, dtype=mx.int32)
+    on_path = chosen_child[mx.array([p + 1 for p in parents], dtype=mx.int32)] == nodes
+    # Row N + 1 (past the rows) stands for "above the root", always on the path.
+    on_path = mx.concatenate([on_path, mx.array([True])])
+    ancestor = [p if p >= 0 else size for p in parents] + [size]
+    hop = 1
+    while hop < depth:
+        on_path = mx.logical_and(on_path, on_path[mx.array(ancestor, dtype=mx.int32)])
+        ancestor = [ancestor[a] for a in ancestor]
+        hop *= 2
+    by_depth = sorted(range(size), key=lambda i: shape.depths[i + 1])
+    marks = mx.where(on_path[mx.array(by_depth, dtype=mx.int32)],
+                     mx.array(by_depth, dtype=mx.int32) + 1, 0)
+    prefix = mx.concatenate([mx.zeros((1,), dtype=mx.int32), mx.cumsum(marks)])
+    ends = [0] * (depth + 1)  # ends[d]: how many nodes have depth <= d
+    for i in range(size):
+        ends[shape.depths[i + 1]] += 1
+    for d in range(1, depth + 1):
+        ends[d] += ends[d - 1]
+    ends_array = mx.array(ends, dtype=mx.int32)
+    accepted_nodes = (prefix[ends_array[1:]] - prefix[ends_array[:-1]] - 1).astype(mx.int32)
+    # Parents come before their children, so the deepest path node is the largest.
+    last_row = mx.where(on_path[:size], nodes + 1, 0).max().astype(mx.int32)
+    return accepted_nodes, last_row
 
 
 class TreeKeys(NamedTuple):
@@ -297,8 +357,9 @@ def _law_pair(p: object, q: object) -> tuple[mx.array, mx.array]:
 
 def _draft_count(name: str, value: object) -> int:
     count = validation.integer(name, value)
-    if count < 1:
-        raise ValueError(f"{name} must be >= 1, got {count}")
+    if not 1 <= count <= MAX_TREE_NODES:
+        shown = count if count.bit_length() <= 64 else f"an int of {count.bit_length()} bits"
+        raise ValueError(f"{name} must lie in [1, {MAX_TREE_NODES}] (MAX_TREE_NODES), got {shown}")
     return count
 
 
@@ -347,6 +408,8 @@ def without_replacement_siblings_acceptance(
     p, q = _law_pair(p, q)
     num_drafts = _draft_count("num_drafts", num_drafts)
     vocab_size = p.shape[0]
+    # An exact integer: num_drafts <= MAX_TREE_NODES keeps it small, and at V = 1 (every
+    # power 1) that bound is the one that holds the loop below.
     if vocab_size**num_drafts > MAX_DRAW_ORDER_ENTRIES:
         raise ValueError(
             f"num_drafts must keep V**num_drafts within {MAX_DRAW_ORDER_ENTRIES} enumerated "
@@ -383,8 +446,9 @@ def candidate_siblings_acceptance(
     r_j(x_j), and a rejection removes x_j from the residual and renormalises it: the node
     accepts with the target's mass on the candidates, whatever their order. `candidates`
     are the node's children's tokens: distinct Python ints in [0, V), checked; or an `[n]`
-    integer array, whose values are then a documented precondition (as in `verify_tree`),
-    so that a generator sums them without evaluating its drafts. A 0-d float32.
+    integer array, of at most `MAX_TREE_NODES` entries, whose distinctness is then a
+    precondition, so that a generator sums them without evaluating its drafts; an id
+    outside [0, V) in it is a placeholder (as in `verify_tree`) and counts no mass. A 0-d float32.
 
     >>> import mlx.core as mx
     >>> candidate_siblings_acceptance(mx.array([0.5, 0.25, 0.25]), [2, 0]).item()
@@ -395,17 +459,27 @@ def candidate_siblings_acceptance(
         if not mx.issubdtype(candidates.dtype, mx.integer) or candidates.ndim != 1:
             raise TypeError(f"candidates must be a 1-d integer array, got "
                             f"{candidates.dtype} of shape {tuple(candidates.shape)}")
-        return p[candidates.astype(mx.int32)].sum()
+        if candidates.shape[0] > MAX_TREE_NODES:
+            raise ValueError(f"candidates must hold at most {MAX_TREE_NODES} tokens "
+                             f"(MAX_TREE_NODES), got {candidates.shape[0]}")
+        ids = validation.draft_ids("candidates", candidates, vocab_size=p.shape[0],
+                                   batch_shape=tuple(candidates.shape))
+        return mx.where(ids.valid, p[ids.clamped], 0.0).sum()
     if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
-        raise TypeError(f"candidates must be a sequence of ints, got {candidates!r}")
+        raise TypeError(f"candidates must be a sequence of ints, got {type(candidates).__name__}")
     if not candidates:
         raise ValueError("candidates must hold at least one token, got none")
+    if len(candidates) > MAX_TREE_NODES:
+        raise ValueError(f"candidates must hold at most {MAX_TREE_NODES} tokens "
+                         f"(MAX_TREE_NODES), got {len(candidates)}")
+    seen: set[int] = set()
     for i, token in enumerate(candidates):
         validation.integer(f"candidates[{i}]", token)
         if not 0 <= token < p.shape[0]:
             raise ValueError(f"candidates[{i}] must lie in [0, {p.shape[0]}), got {token}")
-        if token in candidates[:i]:
-            raise ValueError(f"candidates must be distinct, got {token} twice: {list(candidates)}")
+        if token in seen:
+            raise ValueError(f"candidates must be distinct, got {token} twice")
+        seen.add(token)
     return p[mx.array(list(candidates), dtype=mx.int32)].sum()
 
 

@@ -36,6 +36,7 @@ from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution, sample_from_distribution
 from specaccept.core.tree import (
     MAX_DRAW_ORDER_ENTRIES,
+    MAX_TREE_NODES,
     TreeScheme,
     candidate_siblings_acceptance,
     iid_siblings_acceptance,
@@ -54,6 +55,7 @@ __all__ = [
     "TreeRun",
     "TreeSpeculativeGenerator",
     "TreeStats",
+    "check_tree_size",
     "full_tree_parents",
 ]
 
@@ -73,7 +75,7 @@ def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
     >>> full_tree_parents(1, 3)
     (-1, 0, 1)
     """
-    _check_width_and_depth(width, depth)
+    check_tree_size(width, depth)
     parents: list[int] = []
     level_start, previous_start = 0, -1
     for level in range(1, depth + 1):
@@ -83,16 +85,36 @@ def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
     return tuple(parents)
 
 
-def _check_width_and_depth(width: object, depth: object) -> None:
+def check_tree_size(width: object, depth: object) -> None:
+    """Refuse a width and depth outside the bounds, before any power of them is computed.
+
+    The paths W**D are at most `MAX_TREE_PATHS` and the nodes W + ... + W**D at most
+    `MAX_TREE_NODES` (a width of 1 is a chain of D nodes). A ValueError names the values.
+    """
     for name, value in (("width", width), ("depth", depth)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"tree {name} must be an int >= 1, got {value!r}")
+            raise ValueError(f"tree {name} must be an int >= 1, got {_short(value)}")
     assert isinstance(width, int) and isinstance(depth, int)
-    if width**depth > MAX_TREE_PATHS:
-        raise ValueError(
-            f"a tree of width {width} and depth {depth} has {width**depth} root-to-leaf paths, "
-            f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed"
-        )
+    if depth > MAX_TREE_NODES:
+        raise ValueError(f"tree depth must be at most {MAX_TREE_NODES} (MAX_TREE_NODES: a "
+                         f"level holds at least one node), got {_short(depth)}")
+    # W**D is computed only once W <= MAX_TREE_PATHS and, for W >= 2, D <= log2 of it.
+    if width > MAX_TREE_PATHS or (width > 1 and depth > MAX_TREE_PATHS.bit_length()):
+        paths = f"more than {MAX_TREE_PATHS}"
+    elif width**depth > MAX_TREE_PATHS:
+        paths = f"{width}**{depth} = {width**depth}"
+    else:
+        return
+    raise ValueError(
+        f"a tree of width {_short(width)} and depth {depth} has {paths} root-to-leaf paths, "
+        f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed")
+
+
+def _short(value: object) -> str:
+    """A value in a message: an int of more than 20 digits by its size, not its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    return repr(value)
 
 
 @dataclass
@@ -217,10 +239,24 @@ class TreeRun(Iterator[list[int]]):
         return next(self._blocks)
 
 
+def _model_vocab_size(model: Any, name: str) -> int:
+    """The model's vocabulary size; a callable that is no model is named, not a traceback."""
+    try:
+        return vocab_size_of(model)
+    except Exception as error:  # whatever a non-model raises when probed
+        raise TypeError(f"{name} must be an mlx-lm model (callable as model(tokens, "
+                        f"cache=cache), returning [1, T, V] logits); probing it raised "
+                        f"{type(error).__name__}: {error}") from error
+
+
 def _make_cache(model: Any, name: str) -> list[Any]:
     from mlx_lm.models.cache import KVCache, make_prompt_cache
 
-    cache: list[Any] = make_prompt_cache(model)
+    try:
+        cache: list[Any] = make_prompt_cache(model)
+    except (AttributeError, TypeError) as error:
+        raise TypeError(f"{name} must be an mlx-lm model with layers to cache; "
+                        f"make_prompt_cache raised {type(error).__name__}: {error}") from error
     kinds = sorted({type(c).__name__ for c in cache if type(c) is not KVCache})
     if kinds:
         # A round copies each layer's keys and values to one row per path and keeps one
@@ -317,7 +353,7 @@ class TreeSpeculativeGenerator:
         if not isinstance(self.draft_config, SamplerConfig):
             raise TypeError(f"draft_config must be a SamplerConfig, got "
                             f"{type(self.draft_config).__name__}")
-        _check_width_and_depth(self.width, self.depth)
+        check_tree_size(self.width, self.depth)
         if not isinstance(self.scheme, TreeScheme):
             raise TypeError(f"scheme must be a TreeScheme, got {self.scheme!r}")
         for name, config in (("target_config", self.target_config),
@@ -333,8 +369,8 @@ class TreeSpeculativeGenerator:
                 f"({self.width}) tokens, but draft_config is greedy (one token); use the "
                 "deterministic scheme for greedy drafts")
         self.eos_token_ids = frozenset(self.eos_token_ids)
-        self.vocab_size = vocab_size_of(self.target)
-        draft_vocab = vocab_size_of(self.drafter)
+        self.vocab_size = _model_vocab_size(self.target, "target")
+        draft_vocab = _model_vocab_size(self.drafter, "drafter")
         if draft_vocab != self.vocab_size:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "
@@ -345,6 +381,10 @@ class TreeSpeculativeGenerator:
                 f"diagnostics under without-replacement enumerate V**width draw-order "
                 f"entries, at most {MAX_DRAW_ORDER_ENTRIES}; got width {self.width} at "
                 f"V = {self.vocab_size}")
+        if self.scheme is not TreeScheme.IID and self.width > self.vocab_size:
+            raise ValueError(
+                f"width {self.width} exceeds the vocabulary ({self.vocab_size}): the "
+                f"{self.scheme.value} scheme drafts distinct siblings, at most one per id")
         _make_cache(self.target, "target")
         _make_cache(self.drafter, "drafter")
 
@@ -368,6 +408,9 @@ class TreeSpeculativeGenerator:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
+        if isinstance(prompt, str | bytes) or not isinstance(prompt, Sequence):
+            raise TypeError(f"prompt must be a sequence of token ids, got "
+                            f"{type(prompt).__name__}")
         tokens = list(prompt)
         if not tokens:
             raise ValueError("prompt must hold at least one token, got an empty prompt")

@@ -638,6 +638,8 @@ def error_cases() -> dict[str, list[ErrorCase]]:
             ("num_drafts_zero", "n >= 1", {"num_drafts": 0}, v, "num_drafts"),
             ("num_drafts_float", "an integer argument", {"num_drafts": 2.0}, t, "num_drafts"),
             ("num_drafts_bool", "a bool is not a count", {"num_drafts": True}, t, "num_drafts"),
+            ("num_drafts_past_max_tree_nodes", "n <= MAX_TREE_NODES = 4096, checked before "
+             "any loop or power", {"num_drafts": 4097}, v, "num_drafts"),
             ("candidates_repeated", "candidates are distinct", {"candidates": [1, 1]}, v,
              "candidates"),
             ("candidates_out_of_range", "a candidate is an id in [0, V)",

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 from specaccept.core.tree import (
     candidate_siblings_acceptance,
@@ -16,15 +17,19 @@ from specaccept.core.tree import (
 
 from .common import (
     INEXACT_ATOL,
+    PLACEHOLDER_IDS,
     GenerationError,
+    Json,
     Lcg,
     Rational,
     Row,
     Vector,
     arr,
     check_close,
+    encode_ids,
     encode_reals,
     f32,
+    id_array,
     id_list,
     rational,
     scalar_float,
@@ -80,7 +85,10 @@ def oracle_ceiling(p: Rational, q: Rational, n: int) -> Fraction:
     return best
 
 
-def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vector:
+def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int,
+                           placeholder: tuple[int, str | None] | None = None) -> Vector:
+    """`placeholder` (an id outside [0, V) and its dtype): the candidates are then an id
+    array of it and the top candidates, and it counts no mass."""
     exact_p, exact_q = rational(p), rational(q)
     candidates = top_candidates(q, n)
     want = {
@@ -90,17 +98,23 @@ def tree_acceptance_vector(name: str, note: str, p: Row, q: Row, n: int) -> Vect
         "candidate_siblings_acceptance": sum((exact_p[x] for x in candidates), Fraction(0)),
         "multi_draft_ceiling": oracle_ceiling(exact_p, exact_q, n),
     }
+    given: Any = candidates
+    encoded: Json = id_list(candidates)
+    if placeholder is not None:
+        value, dtype = placeholder
+        given = id_array([value, *candidates], dtype)
+        encoded = encode_ids([value, *candidates], dtype or "int32")
     got = [
         scalar_float(iid_siblings_acceptance(arr(p), arr(q), n)),
         scalar_float(without_replacement_siblings_acceptance(arr(p), arr(q), n)),
-        scalar_float(candidate_siblings_acceptance(arr(p), candidates)),
+        scalar_float(candidate_siblings_acceptance(arr(p), given)),
         scalar_float(multi_draft_ceiling(arr(p), arr(q), n)),
     ]
     check_close(name, got, [float(w) for w in want.values()], INEXACT_ATOL)
     if want["iid_siblings_acceptance"] > want["multi_draft_ceiling"]:
         raise GenerationError(f"{name}: RRS accepts more than the ceiling")
     return vector(name, note, {"p": encode_reals(p), "q": encode_reals(q), "num_drafts": n,
-                               "candidates": id_list(candidates)},
+                               "candidates": encoded},
                   {field: f32(float(w)) for field, w in want.items()}, INEXACT_ATOL)
 
 
@@ -128,6 +142,13 @@ def tree_acceptance_vectors() -> list[Vector]:
                                "q on two ids, n = 3: the third draft has nothing left to draw",
                                [0.25, 0.25, 0.5], [0.5, 0.5, 0.0], 3),
     ]
+    # V = 4, the placeholders' vocabulary: read Python-style, -1 would count p(3) = 1/4,
+    # and -4 (or an int64 2**32 narrowed to 0) p(0) a second time.
+    for label, value, dtype in PLACEHOLDER_IDS:
+        out.append(tree_acceptance_vector(
+            f"candidate_placeholder_{label}", f"candidate id {value} ({dtype or 'int32'}) "
+            "is no draft and counts no mass: the top candidate's p(0) = 1/2 alone",
+            [0.5, 0.125, 0.125, 0.25], [0.25, 0.25, 0.25, 0.25], 1, (value, dtype)))
     rng = Lcg(seed_of(13))
     for index in range(12):
         size = 2 + index % 4

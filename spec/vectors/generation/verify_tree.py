@@ -11,6 +11,7 @@ import mlx.core as mx
 from specaccept.core.tree import TreeScheme, tree_shape, verify_tree
 
 from .common import (
+    PLACEHOLDER_IDS,
     ROBUST_MARGIN,
     GenerationError,
     Lcg,
@@ -21,7 +22,9 @@ from .common import (
     check_equal,
     draw_from,
     draw_is_robust,
+    encode_ids,
     encode_reals,
+    id_array,
     id_list,
     ints,
     oracle_sample,
@@ -183,9 +186,49 @@ def later_sibling_passes(scheme: TreeScheme, parents: Sequence[int], target: lis
     return False
 
 
+def placeholder_tree_vectors() -> list[Vector | None]:
+    """A `[N]` id array whose node 0 is a placeholder: the tree is verified as if node 0
+    were absent. Read as id 0 (clamped without the flag) or Python-style (-4 is id 0, -1
+    id 3), node 0 would be kept at its coin 0; without it, node 1 and its child decide."""
+    parents = (-1, -1, 1)
+    target = [[0.5, 0.25, 0.25, 0.0], [0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25],
+              [0.5, 0.25, 0.125, 0.125]]
+    draft = [[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], [0.5, 0.125, 0.125, 0.25],
+             [0.25, 0.25, 0.25, 0.25]]
+    accept, sample = [0.0, 0.375, 0.25], [0.3125, 0.3125, 0.8125]
+    kept = [0, 2, 3]  # the rows of the tree without node 0: the root, nodes 1 and 2
+    path, nxt, robust = tree_oracle(
+        TreeScheme.IID, (-1, 0), [rational(target[r]) for r in kept],
+        [rational(draft[r]) for r in kept], [1, 2], [Fraction(u) for u in accept[1:]],
+        [Fraction(u) for u in sample])
+    if not robust:
+        return [None]
+    path = [n + 1 for n in path]
+    out: list[Vector | None] = []
+    for label, value, dtype in PLACEHOLDER_IDS:
+        tokens = [value, 1, 2]
+        verdict = verify_tree(TreeScheme.IID, parents, arr(target), arr(draft),
+                              id_array(tokens, dtype), mx.array(accept), mx.array(sample))
+        nodes = path + [-1] * (2 - len(path))
+        check_equal(f"tree_placeholder_{label}", (scalar_int(verdict.num_accepted),
+                    ints(verdict.accepted_nodes), scalar_int(verdict.next_token)),
+                    (len(path), nodes, nxt))
+        out.append(vector(
+            f"placeholder_{label}",
+            f"node 0's id {value} ({dtype or 'int32'}) is no draft: never kept, the residual "
+            "unchanged, as if the node were absent", {
+                "scheme": "iid", "parents": list(parents), "target_probs": encode_reals(target),
+                "draft_probs": encode_reals(draft),
+                "draft_tokens": encode_ids(tokens, dtype or "int32"),
+                "accept_uniforms": encode_reals(accept), "sample_uniforms": encode_reals(sample),
+            }, {"num_accepted": len(path), "accepted_nodes": id_list(nodes), "next_token": nxt},
+            0.0))
+    return out
+
+
 def verify_tree_vectors() -> list[Vector]:
     half3, p3 = [0.5, 0.25, 0.25], [0.25, 0.5, 0.25]
-    hand = [
+    hand: list[Vector | None] = [
         tree_vector("zero_mass_draft_rejected_at_coin_zero",
                     "p(1) = 0 and the coin is 0: 0 * q(1) <= 0, yet the r(x) > 0 guard "
                     "rejects the draft and the draw skips id 1", TreeScheme.IID, (-1,),
@@ -209,6 +252,7 @@ def verify_tree_vectors() -> list[Vector]:
                     TreeScheme.DETERMINISTIC, (-1, -1), [p3, half3, half3], None, [0, 1],
                     [0.5, 0.5], [0.0, 0.0]),
     ]
+    hand += placeholder_tree_vectors()
     if any(v is None for v in hand):
         raise GenerationError("a hand-written verify_tree case is not robust")
     out = [v for v in hand if v is not None]
