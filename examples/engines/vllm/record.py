@@ -48,15 +48,21 @@ WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
 WHEEL_SHA256 = "79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2"
 DEFAULT_CACHE = Path(os.environ.get("SPECACCEPT_ENGINE_CACHE",
                                     Path.home() / ".cache" / "specaccept-engines"))
-FROM_WHEEL = (
-    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py",
-    "vllm/v1/worker/gpu/sample/gumbel.py",
-    "vllm/v1/worker/gpu/sample/watermark.py",
-    "vllm/v1/worker/gpu/spec_decode/fly.py",
-    "vllm/v1/watermarking/prfs/philox.py",
-    "vllm/v1/watermarking/prfs/base.py",
-)
-"""The wheel's files the recorder runs, unchanged (the mutant aside)."""
+FROM_WHEEL = {
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py":
+        "e17902b19d3353fba93eacb2d45aab0dd9729c5656d1bb2e3e53a485b2da4df0",
+    "vllm/v1/worker/gpu/sample/gumbel.py":
+        "820184641a0e4ea48bd837d66724a85f1f6fc2edc3bc1354577e2d635c0a68f1",
+    "vllm/v1/worker/gpu/sample/watermark.py":
+        "d0eb1760d251f180c0c93216cf64dd54ca70ac4d7e549733a7e2603b348b62c5",
+    "vllm/v1/worker/gpu/spec_decode/fly.py":
+        "d39b5375330cd69f14ec77917ef3cefba5c46ba5b57bb29cd89c6975343c79f7",
+    "vllm/v1/watermarking/prfs/philox.py":
+        "9468a4bb045008d4507ae5757da1fdcccd2730b9328ebf8ff909d89109bc8620",
+    "vllm/v1/watermarking/prfs/base.py":
+        "1228cc2d7245c4df4e0ef13b922655f5c22d659f6839f29c02fc43ed909c2072",
+}
+"""The wheel's files the recorder runs, unchanged (the mutant aside), with their SHA-256."""
 STANDINS = {
     "vllm/triton_utils/__init__.py": "triton_utils.py",
     "vllm/v1/worker/gpu/spec_decode/draft_logits.py": "draft_logits.py",
@@ -85,8 +91,17 @@ class RecorderError(Exception):
 # --- loading vLLM from its wheel ----------------------------------------------------------
 
 
-def wheel_path(cache: Path, download: bool) -> Path:
-    """The pinned wheel in `cache`, downloaded by pip if absent, checked against its hash."""
+def wheel_path(cache: Path, download: bool, wheel: Path | None = None) -> Path:
+    """The pinned wheel in `cache`, downloaded by pip if absent, checked against its hash.
+
+    `wheel`, when given, is any zip archive holding `FROM_WHEEL`'s files under their paths
+    (the wheel itself, or those files alone for a machine without PyPI); their hashes are
+    checked when they are extracted.
+    """
+    if wheel is not None:
+        if not wheel.is_file():
+            raise RecorderError(f"--wheel {wheel}: no such file")
+        return wheel
     path = cache / WHEEL
     if not path.exists():
         if not download:
@@ -110,10 +125,17 @@ def wheel_path(cache: Path, download: bool) -> Path:
 def extract_vllm(wheel: Path, root: Path, mutant: str | None) -> None:
     """Lay out the wheel's files and the stand-ins as a ``vllm`` package under `root`."""
     with zipfile.ZipFile(wheel) as archive:
-        for member in FROM_WHEEL:
+        for member, sha256 in FROM_WHEEL.items():
             target = root / member
             target.parent.mkdir(parents=True, exist_ok=True)
-            source = archive.read(member).decode("utf-8")
+            try:
+                raw = archive.read(member)
+            except KeyError:
+                raise RecorderError(f"{wheel} holds no {member}") from None
+            if hashlib.sha256(raw).hexdigest() != sha256:
+                raise RecorderError(f"{wheel}: {member} is not vLLM {VLLM_VERSION}'s (its "
+                                    f"SHA-256 is {hashlib.sha256(raw).hexdigest()})")
+            source = raw.decode("utf-8")
             if mutant is not None and member.endswith("rejection_sampler_utils.py"):
                 before, after = MUTANTS[mutant]
                 if source.count(before) != 1:
@@ -242,9 +264,11 @@ class Settings:
     cache: Path
     download: bool
     dtype: str
+    write_trace: bool = True
     fast_interpreter: bool = True
     seeds: tuple[int, ...] | None = None
     temperatures: tuple[float, ...] | None = None
+    wheel: Path | None = None
 
 
 def record(settings: Settings) -> dict[str, Any]:
@@ -253,7 +277,7 @@ def record(settings: Settings) -> dict[str, Any]:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with tempfile.TemporaryDirectory(prefix="specaccept-vllm-") as tmp:
-        vllm = load_vllm(wheel_path(settings.cache, settings.download), Path(tmp),
+        vllm = load_vllm(wheel_path(settings.cache, settings.download, settings.wheel), Path(tmp),
                          settings.mutant, settings.fast_interpreter)
         # The kernels compute log(0) and NaN where the GPU does too (masked lanes, a
         # residual's log1p(-ratio) with ratio > 1), and select them away with tl.where; the
@@ -293,9 +317,14 @@ def _record(settings: Settings, vllm: Vllm, device: str) -> dict[str, Any]:
               f"{vllm.triton_version} {'interpreter' if device == 'cpu' else 'on ' + device}"
               + (f", mutant {settings.mutant}" if settings.mutant else ""))
     stats: dict[str, Any] = {"rounds": 0, "steps": 0, "accepted": 0, "tested": 0,
-                             "placeholder_rounds": 0, "kernel_s": 0.0}
+                             "placeholder_rounds": 0, "coins": 0, "coin_repeats": 0,
+                             "kernel_s": 0.0}
+    # Recorded coins equal to an earlier recorded coin: a diagnostic for a machine without
+    # `conform` (fresh judges them against the expected count of float32 coincidences).
+    seen_coins: set[float] = set()
     started = time.perf_counter()
-    with st.TraceWriter(str(settings.out), vocab_size=V, engine=engine,
+    with st.TraceWriter(str(settings.out) if settings.write_trace else os.devnull,
+                        vocab_size=V, engine=engine,
                         check_values=V <= 4096) as trace:
         requests = []
         for r in range(R):
@@ -378,18 +407,24 @@ def _record(settings: Settings, vllm: Vllm, device: str) -> dict[str, Any]:
                     read = k if settings.block else min(a + 1, k)
                     uniforms = [[coins_l[b][i] if i < read else None, None] for i in range(k)]
                     uniforms.append([None, None])
-                target_block = _block(target[b * (K + 1): b * (K + 1) + k + 1], settings.dtype)
-                draft_block = None
-                if k > 0:
-                    if cache is None:
-                        draft_block = st.sparse_block([{t: 1.0} for t in drafts_l[b][:k]])
-                    else:
-                        draft_block = _block(cache.values[b, :k], settings.dtype)
-                q.run.write_round(
-                    rule=rule, draft_tokens=drafts_l[b][:k], emitted=emitted,
-                    target=target_block, draft=draft_block, uniforms=uniforms,
-                    batch=(step, q.slot),
-                    extra={"placeholders": K - k} if k < K else None)
+                    for coin in coins_l[b][:read]:
+                        stats["coin_repeats"] += coin in seen_coins
+                        seen_coins.add(coin)
+                    stats["coins"] += read
+                if settings.write_trace:
+                    rows = target[b * (K + 1): b * (K + 1) + k + 1]
+                    target_block = _block(rows, settings.dtype)
+                    draft_block = None
+                    if k > 0:
+                        if cache is None:
+                            draft_block = st.sparse_block([{t: 1.0} for t in drafts_l[b][:k]])
+                        else:
+                            draft_block = _block(cache.values[b, :k], settings.dtype)
+                    q.run.write_round(
+                        rule=rule, draft_tokens=drafts_l[b][:k], emitted=emitted,
+                        target=target_block, draft=draft_block, uniforms=uniforms,
+                        batch=(step, q.slot),
+                        extra={"placeholders": K - k} if k < K else None)
                 q.history.extend(emitted)
                 stats["rounds"] += 1
                 stats["placeholder_rounds"] += k < K
@@ -459,8 +494,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=_positive("--rounds"), required=True,
                         help="request-rounds to record (round records in the trace)")
-    parser.add_argument("--out", type=Path, required=True,
+    parser.add_argument("--out", type=Path, default=None,
                         help="the trace to write (.gz: gzip)")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="run the kernels and print the summary, writing no trace (for "
+                             "vocabularies whose traces no disk holds: 2.3 MB a round at "
+                             "V = 128,256)")
     parser.add_argument("--block", action="store_true", help="block verification")
     parser.add_argument("--greedy-drafts", action="store_true",
                         help="draft by argmax (no draft logits cache: q is one-hot)")
@@ -494,9 +533,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument("--plain-interpreter", action="store_true",
                         help="run Triton's interpreter without the recorder's speed-up "
                              "(standins/interpreter_speedup.py); the trace is the same")
+    parser.add_argument("--wheel", type=Path, default=None,
+                        help="a zip holding the six files (the wheel, or those files alone); "
+                             "their hashes are checked")
     parser.add_argument("--no-download", action="store_true",
                         help="fail rather than download the wheel when it is missing")
     args = parser.parse_args(argv)
+    if (args.out is None) == (not args.summary_only):
+        parser.error("give --out TRACE, or --summary-only to write no trace")
     if args.mutant is not None and not args.block:
         parser.error(f"--mutant {args.mutant} changes block verification's keys: add --block")
     for name, values in (("--seeds", args.seeds), ("--temperatures", args.temperatures)):
@@ -509,10 +553,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                 parser.error(f"--temperatures entries must be 0 (greedy) or at least "
                              f"2**-126, got {value}")
     pair = args.pair or ("history" if args.vocab <= 4096 else "random")
-    return Settings(args.rounds, args.out, args.block, args.greedy_drafts, args.vocab,
+    return Settings(args.rounds, args.out or Path(os.devnull), args.block, args.greedy_drafts,
+                    args.vocab,
                     args.requests, args.drafts, args.placeholder_rate, pair, args.seed,
                     args.mutant, args.cache, not args.no_download, args.dtype,
-                    not args.plain_interpreter, args.seeds, args.temperatures)
+                    not args.summary_only,
+                    not args.plain_interpreter, args.seeds, args.temperatures, args.wheel)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,8 +16,10 @@ from vllm.triton_utils import tl, triton
 __all__ = ["DraftLogitsCache", "draft_logits_row"]
 
 
-@triton.jit  # type: ignore[untyped-decorator]
-def draft_logits_row(req_state_idx: Any, row_mapping_ptr: Any) -> Any:
+# No annotations: compiled Triton reads a parameter's annotation as its type (the
+# interpreter does not), and `Any` is none of Triton's.
+@triton.jit
+def draft_logits_row(req_state_idx, row_mapping_ptr):  # type: ignore[no-untyped-def]
     # A replicated cache: the row is the request's state index (row_mapping_ptr is None).
     return req_state_idx.to(tl.int64)
 
