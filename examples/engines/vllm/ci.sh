@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../../.."
 venv="${VLLM_VENV:-.venv-engines-vllm}"
 specaccept="${SPECACCEPT:-.venv/bin/specaccept}"
 work="${ENGINES_WORK:-$(mktemp -d)}/vllm"
-rounds="${VLLM_CI_ROUNDS:-1000}"
+rounds="${VLLM_CI_ROUNDS:-1000}"            # each rule
+short="${VLLM_CI_SHORT_ROUNDS:-300}"        # greedy drafts, and the mutant
 mkdir -p "$work"
 t0=$(date +%s)
 if [ ! -x "$venv/bin/python" ]; then
@@ -32,10 +33,10 @@ record --rounds "$rounds" --block --out "$work/block.jsonl.gz" > "$work/block.js
 block=$!
 wait "$standard"
 wait "$block"
-record --rounds 300 --block --greedy-drafts --out "$work/block-greedy.jsonl.gz" \
+record --rounds "$short" --block --greedy-drafts --out "$work/block-greedy.jsonl.gz" \
     > "$work/block-greedy.json" &
 greedy=$!
-record --rounds 300 --block --mutant pre-fix-keying --out "$work/mutant.jsonl.gz" \
+record --rounds "$short" --block --mutant pre-fix-keying --out "$work/mutant.jsonl.gz" \
     > "$work/mutant.json"
 wait "$greedy"
 echo "vllm: recorded in $(($(date +%s) - t1))s:"
