@@ -41,6 +41,11 @@ def _recorder() -> Any:
      "--temperatures entries must be 0 (greedy) or at least 2**-126"),
     (["--rounds", "5", "--out", "t", "--placeholder-rate", "2"],
      "--placeholder-rate must lie in [0, 1], got 2.0"),
+    (["--rounds", "5", "--out", "/nonexistent-dir/t.jsonl"],
+     "--out /nonexistent-dir/t.jsonl: the directory /nonexistent-dir does not exist"),
+    (["--rounds", "5"], "give --out TRACE, or --summary-only to write no trace"),
+    (["--rounds", "5", "--out", "t", "--summary-only"],
+     "give --out TRACE, or --summary-only to write no trace"),
 ])
 def test_bad_settings_are_refused_by_name(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str],

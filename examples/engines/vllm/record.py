@@ -541,6 +541,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     args = parser.parse_args(argv)
     if (args.out is None) == (not args.summary_only):
         parser.error("give --out TRACE, or --summary-only to write no trace")
+    if args.out is not None and not args.out.resolve().parent.is_dir():
+        parser.error(f"--out {args.out}: the directory {args.out.resolve().parent} does not "
+                     "exist")
     if args.mutant is not None and not args.block:
         parser.error(f"--mutant {args.mutant} changes block verification's keys: add --block")
     for name, values in (("--seeds", args.seeds), ("--temperatures", args.temperatures)):
@@ -564,7 +567,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
     # Triton reads TRITON_INTERPRET when it is imported: decide before anything imports it.
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("record.py: torch is not installed; install "
+              "examples/engines/vllm/requirements.txt", file=sys.stderr)
+        return 2
 
     if not torch.cuda.is_available():
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
@@ -573,8 +581,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     try:
         stats = record(settings)
-    except RecorderError as error:
+    except (RecorderError, OSError) as error:
         print(f"record.py: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(f"record.py: {error}; install examples/engines/vllm/requirements.txt",
+              file=sys.stderr)
         return 2
     print(json.dumps(stats))
     return 0
