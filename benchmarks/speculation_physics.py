@@ -125,8 +125,8 @@ def main() -> None:
           f"{blas_in_use()}, MLX_CUDA_USE_CUDNN_SDPA={switch}; {name}, a context of "
           f"{args.context} tokens, medians of {args.repeats} interleaved repeats.\n")
     print(f"Target forward of 1 token: {one:.2f} ms; drafter forward of 1 token: "
-          f"{ms['drafter 1']:.2f} ms, so **c = {c:.3f}**. Acceptance at temperature "
-          f"{args.temp}: **a = {accept:.3f}** (Σ min(p, q) along {args.agreement_tokens} of "
+          f"{ms['drafter 1']:.2f} ms, so c = {c:.3f}. Acceptance at temperature "
+          f"{args.temp}: a = {accept:.3f} (Σ min(p, q) along {args.agreement_tokens} of "
           "the target's own samples).\n")
     print("| k | target forward of k + 1 tokens, ms | r_k = its cost over 1 token | E_k "
           "tokens/round | speedup allowed, r_k = 1 | speedup allowed, measured r_k |")
@@ -140,7 +140,7 @@ def main() -> None:
     print(f"\nTree {width}x{depth} ({size} tokens: the current one and {size - 1} nodes): one "
           f"tree forward (mask and per-node positions) {ms[f'tree {size}']:.2f} ms, a chain "
           f"forward of {size} tokens {ms[f'target {size}']:.2f} ms: "
-          f"**{ms[f'tree {size}'] / ms[f'target {size}']:.2f}x**.")
+          f"{ms[f'tree {size}'] / ms[f'target {size}']:.2f}x.")
 
 
 if __name__ == "__main__":
