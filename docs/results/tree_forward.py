@@ -10,7 +10,8 @@ import os
 import platform
 import random
 import time
-from typing import Any
+from importlib.metadata import version
+from typing import Any, cast
 
 import mlx.core as mx
 import mlx_lm
@@ -70,7 +71,7 @@ mx.eval(one_forward)
 gaps = []
 for entry in range(size + 1):
     expected = chain(root_path(entry))[-1]
-    gaps.append(float(mx.abs(one_forward[entry] - expected).max().item()))
+    gaps.append(cast(float, mx.abs(one_forward[entry] - expected).max().item()))
 cut_back()
 
 
@@ -92,7 +93,7 @@ timings = {
     "chain_depth": median_ms(lambda: chain(root_path(1))),
 }
 print(f"`PYTHONPATH=impl python docs/results/tree_forward.py > docs/results/tree-forward.md`"
-      f" ({platform.machine()} CPU, mlx {mx.__version__}, mlx-lm {mlx_lm.__version__}, the "
+      f" ({platform.machine()} CPU, mlx {mx.__version__}, mlx-lm {version('mlx-lm')}, the "
       f"BLAS bundled with the mlx wheel; {os.cpu_count()} cores shared with other jobs, "
       f"load average {os.getloadavg()[0]:.1f} at the end)\n")
 print(f"Demo target, a context of {len(context)} tokens, the full tree of width {WIDTH} and "

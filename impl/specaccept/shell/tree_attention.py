@@ -48,7 +48,7 @@ class TreeLayout:
 
     @functools.cached_property
     def depths(self) -> tuple[int, ...]:
-        """Each entry's depth: 0 for the root, the path length for node i at i + 1."""
+        """Each entry's depth, 0 for the root and the path length for node i at i + 1."""
         depths = [0]
         for parent in self.parents:
             depths.append(depths[parent + 1] + 1)

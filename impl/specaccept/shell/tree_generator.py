@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 MAX_TREE_PATHS = 1024
-"""The most root-to-leaf paths (W to the power D) a round's tree may have: its N + 1 < 2 W**D
+"""The most root-to-leaf paths (W to the power D) a round's tree may have; its N + 1 < 2 W**D
 tokens go in one target forward."""
 
 
