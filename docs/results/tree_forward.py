@@ -93,7 +93,7 @@ timings = {
     "chain_depth": median_ms(lambda: chain(root_path(1))),
 }
 print(f"`PYTHONPATH=impl python docs/results/tree_forward.py > docs/results/tree-forward.md`"
-      f" ({platform.machine()} CPU, mlx {mx.__version__}, mlx-lm {version('mlx-lm')}, the "
+      f" ({platform.machine()} CPU, mlx {version('mlx')}, mlx-lm {version('mlx-lm')}, the "
       f"BLAS bundled with the mlx wheel; {os.cpu_count()} cores shared with other jobs, "
       f"load average {os.getloadavg()[0]:.1f} at the end)\n")
 print(f"Demo target, a context of {len(context)} tokens, the full tree of width {WIDTH} and "
