@@ -57,6 +57,7 @@ CONFORMANCE_BATCH = "impl/specaccept/conformance/batch.py"
 CONFORMANCE_TRACE = "impl/specaccept/conformance/trace.py"
 NEW_CHECK_TESTS = "tests/test_conformance_drafter_history_batch.py"
 TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
+TREE_ATTENTION = "impl/specaccept/shell/tree_attention.py"
 TREE_CHECKS = "impl/specaccept/conformance/tree_checks.py"
 TREE_CONFORMANCE_TESTS = "tests/test_conformance_tree.py"
 CONFORMANCE_FRESH = "impl/specaccept/conformance/fresh.py"
@@ -1145,11 +1146,27 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-keeps-the-first-row", TREE_GENERATOR,
-        "row = (last - level_start) * (paths // width**accepted)",
-        "row = 0 * (last - level_start) * (paths // width**accepted)",
-        "the caches keep the first path's row, not the accepted path's",
+        "row = _first_leaf_row(path, width, depth)",
+        "row = _first_leaf_row([], width, depth)",
+        "the caches keep the first path's entries, not the accepted path's",
         vectors=False, first_tests=("tests/test_tree_generator.py",),
         scope="TreeSpeculativeGenerator._round",
+    ),
+    mutant(
+        "tree-node-at-offset-plus-index", TREE_ATTENTION,
+        "return mx.array([self.prefix + self.depths[e] for e in range(start, stop)],",
+        "return mx.array([self.prefix + e for e in range(start, stop)],",
+        "node i sits at position offset + i, not offset + its depth: its logits are no chain's",
+        vectors=False, first_tests=("tests/test_tree_attention.py",),
+        scope="TreeLayout.positions",
+    ),
+    mutant(
+        "tree-mask-causal-over-breadth-first", TREE_ATTENTION,
+        "tree_part = mx.array([[c in self.lineages[e] for c in range(stop)]",
+        "tree_part = mx.array([[c <= e for c in range(stop)]",
+        "a node sees every earlier node, its cousins included, not only its ancestors",
+        vectors=False, first_tests=("tests/test_tree_attention.py",),
+        scope="TreeLayout.mask",
     ),
     mutant(
         "tree-drops-the-backfill", TREE_GENERATOR,

@@ -4,7 +4,9 @@ A `SyntheticLM` runs like an mlx-lm model: ``model(tokens[None], cache=cache)``
 returns ``[1, T, V]`` logits, `make_cache()` returns one trimmable
 `mlx_lm.models.cache.KVCache`, and ``args.vocab_size`` declares the vocabulary.
 
-A `[B, T]` batch runs each row on its own row of the cache (the rows of a tree's paths).
+A `[B, T]` batch runs each row on its own row of the cache. A tree forward (the cache's
+`visible` set by `specaccept.shell.tree_attention.tree_forward`) computes each fed token's
+logits from the entries it sees, as tree attention does; the model reads no positions.
 
 The model is honest about rewinds: every forward stores the token ids it is fed
 as the cached "keys" (``update_and_fetch`` on ``[1, 1, T, 1]`` arrays, so the
@@ -72,6 +74,9 @@ class SyntheticLM:
             passes a non-trimmable cache here.
     """
 
+    reads_positions = False
+    """Logits are a function of the visible context alone: a tree forward needs no RoPE."""
+
     def __init__(
         self,
         vocab_size: int,
@@ -109,6 +114,11 @@ class SyntheticLM:
             entries = fed.astype(mx.float32).reshape(1, 1, count, 1)
             keys, _ = cache[0].update_and_fetch(entries, entries)
             context = keys.reshape(-1).astype(mx.int32)
+            visible = getattr(cache[0], "visible", None)
+            if visible is not None:
+                return mx.stack([
+                    self.logits_fn(context[mx.array(columns, dtype=mx.int32)], 1)[0]
+                    for columns in visible]).astype(mx.float32)[None]
         logits = self.logits_fn(context, count)
         return logits.astype(mx.float32)[None]
 

@@ -133,3 +133,15 @@ def test_a_self_speculative_pair_agrees_and_shares_its_weights() -> None:
     assert built.sum_min > 0.7 and built.positions == 16
     assert 0.5 < built.target_entropy < independent.target_entropy - 4
     assert built.sum_prod > 100 * independent.sum_prod
+
+
+def test_the_two_layer_self_drafters_are_the_first_two_layers_of_their_targets() -> None:
+    """The cheap self-drafter presets: the 8B-shaped one (only its shapes: 16 GB to build)
+    and its CPU counterpart, built, whose drafter's two layers are the target's own."""
+    eight_b = RANDOM_PAIRS["llama-3-8b-self-2l"]
+    assert eight_b.self_speculative and eight_b.drafter["num_hidden_layers"] == 2
+    assert {**eight_b.drafter, "num_hidden_layers": 32} == eight_b.target
+    pair = random_pair("small-deep-self-2l")
+    assert pair.drafter is not None
+    assert len(pair.target.layers) == 16 and len(pair.drafter.layers) == 2
+    assert all(d is t for d, t in zip(pair.drafter.layers, pair.target.layers[:2], strict=True))

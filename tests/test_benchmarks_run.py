@@ -24,6 +24,9 @@ RUNS = {
                              "--iterations", "1", "--skip-crash-check"],
                             "| sampler-match, fused uncompiled |"),
     "dry.py": (["--lengths", "64", "--repeats", "1", "--quadratic-repeats", "1"], "| 64 |"),
+    "speculation_physics.py": (["--random-pair", "small-self", "--repeats", "1", "--ks", "1",
+                                "--context", "8", "--tree", "2x2", "--agreement-tokens", "4"],
+                               "| k | target forward of k + 1 tokens, ms |"),
     "tree_acceptance.py": (["--positions", "16", "--temperatures", "1.0"],
                            "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement |"),
 }

@@ -65,6 +65,7 @@ _SMALL_TARGET = _llama(
     num_attention_heads=4, num_key_value_heads=2, vocab_size=8192,
     tie_word_embeddings=False,
 )
+_SMALL_DEEP_TARGET = {**_SMALL_TARGET, "num_hidden_layers": 16}
 
 RANDOM_PAIRS: dict[str, RandomPairPreset] = {
     "llama-3-8b-1b": RandomPairPreset(
@@ -97,6 +98,24 @@ RANDOM_PAIRS: dict[str, RandomPairPreset] = {
         drafter={**_LLAMA3_8B, "num_hidden_layers": 8},
         dtype="bfloat16",
         self_speculative=True, residual_scale=0.002, head_scale=8.0,
+    ),
+    "llama-3-8b-self-2l": RandomPairPreset(
+        description="Llama-3.1-8B-shaped target (residual branches x 0.002, head x 8), "
+        "self-speculative drafter of its first 2 layers sharing its embedding, final norm "
+        f"and head, vocabulary {_LLAMA3_VOCAB:,}, bfloat16 (about 16 GB of weights)",
+        target=_LLAMA3_8B,
+        drafter={**_LLAMA3_8B, "num_hidden_layers": 2},
+        dtype="bfloat16",
+        self_speculative=True, residual_scale=0.002, head_scale=8.0,
+    ),
+    "small-deep-self-2l": RandomPairPreset(
+        description="a deeper small self-speculative pair for a CPU: the `small` target with "
+        "16 layers (residual branches x 0.01, head x 8) and a drafter of its first 2 layers "
+        "sharing its embedding, final norm and head, vocabulary 8,192, float32",
+        target=_SMALL_DEEP_TARGET,
+        drafter={**_SMALL_DEEP_TARGET, "num_hidden_layers": 2},
+        dtype="float32",
+        self_speculative=True, residual_scale=0.01, head_scale=8.0,
     ),
     "small-self": RandomPairPreset(
         description="a small self-speculative pair for a CPU: the `small` target "

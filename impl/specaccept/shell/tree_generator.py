@@ -3,17 +3,17 @@
 A round of width W and depth D drafts W children under every node, level by level, down
 to depth D (N = W + W**2 + ... + W**D nodes, in breadth-first order: `full_tree_parents`),
 with the siblings drawn as the scheme says (`TreeScheme`). The target verifies the
-whole tree in ONE forward by batching its W**D root-to-leaf paths: row l of the batch
-is ``[current, the path to leaf l]``, on a copy of the target's cache, so each path sees
-the positions and the causal mask of a chain and any mlx-lm model runs it unchanged
-(docs/generator.md records why not a tree-attention mask). `verify_tree` decides; the
-accepted path's row of each cache is kept, trimmed as `rewind_trim` plans, and the
-round's values are read back in one host synchronisation.
+whole tree in ONE forward of its N + 1 tokens (the current token, then the nodes) with a
+tree-attention mask and each node at position offset + its depth (`tree_attention`), so
+every node's logits are those of a chain forward of its root path. `verify_tree`
+decides; each cache then keeps the accepted path's entries, moved down behind the
+committed context (`keep_path`; nothing is copied per path), as many as `rewind_trim`
+plans, and the round's values are read back in one host synchronisation.
 
-The drafter runs batched the same way: its first forward (the current token and any
-owed backfill) is one row, then the cache is copied to W**D rows and level d feeds each
-row its path's node at depth d. Every row below one node computes that node's law; the
-first such row is read.
+The drafter drafts in the same one-row cache: its first forward (the current token and
+any owed backfill) gives the root's law, then level d's W**d nodes go in one tree
+forward that gives each its law (D forwards in all, as a chain of D drafts takes; the
+leaves are never forwarded).
 
 Uniforms are keyed as `tree_keys` names them: node i's draft and accept test by (the
 round's first output position, i), the draw after a path of length d by the absolute
@@ -48,6 +48,13 @@ from specaccept.core.tree import (
 from specaccept.shell.arguments import vocab_size_of
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.guards import NonFiniteLogitsError
+from specaccept.shell.tree_attention import (
+    TreeLayout,
+    keep_path,
+    make_tree_cache,
+    tree_forward,
+    tree_forward_refusal,
+)
 
 __all__ = [
     "MAX_TREE_PATHS",
@@ -60,8 +67,8 @@ __all__ = [
 ]
 
 MAX_TREE_PATHS = 1024
-"""The most root-to-leaf paths (W to the power D) a round may batch, each a row of both
-forwards."""
+"""The most root-to-leaf paths (W to the power D) a round's tree may have; its N + 1 < 2 W**D
+tokens go in one target forward."""
 
 
 def full_tree_parents(width: int, depth: int) -> tuple[int, ...]:
@@ -107,7 +114,7 @@ def check_tree_size(width: object, depth: object) -> None:
         return
     raise ValueError(
         f"a tree of width {_short(width)} and depth {depth} has {paths} root-to-leaf paths, "
-        f"each a row of the target's batched forward; at most {MAX_TREE_PATHS} are allowed")
+        f"all verified in one target forward; at most {MAX_TREE_PATHS} are allowed")
 
 
 def _short(value: object) -> str:
@@ -249,43 +256,19 @@ def _model_vocab_size(model: Any, name: str) -> int:
                         f"{type(error).__name__}: {error}") from error
 
 
-def _make_cache(model: Any, name: str) -> list[Any]:
-    from mlx_lm.models.cache import KVCache, make_prompt_cache
-
-    try:
-        cache: list[Any] = make_prompt_cache(model)
-    except (AttributeError, TypeError) as error:
-        raise TypeError(f"{name} must be an mlx-lm model with layers to cache; "
-                        f"make_prompt_cache raised {type(error).__name__}: {error}") from error
-    kinds = sorted({type(c).__name__ for c in cache if type(c) is not KVCache})
-    if kinds:
-        # A round copies each layer's keys and values to one row per path and keeps one
-        # row back: that needs the plain (keys, values) layout of KVCache.
-        raise ValueError(
-            f"{name} must use mlx-lm's plain KVCache in every layer for tree speculation, "
-            f"got {kinds}"
-        )
-    return cache
-
-
 def _offset(cache: list[Any]) -> int:
     return int(cache[0].offset)
 
 
-def _copy_to_rows(cache: list[Any], rows: int) -> None:
-    """Give every layer `rows` identical rows of its cached keys and values."""
-    for layer in cache:
-        if layer.keys is not None:
-            layer.keys = mx.repeat(layer.keys[..., : layer.offset, :], rows, axis=0)
-            layer.values = mx.repeat(layer.values[..., : layer.offset, :], rows, axis=0)
-
-
-def _keep_row(cache: list[Any], row: int, entries: int) -> None:
-    """Keep one row of every layer, and its first `entries` entries: the accepted path."""
-    for layer in cache:
-        layer.keys = layer.keys[row : row + 1, :, :entries, :]
-        layer.values = layer.values[row : row + 1, :, :entries, :]
-        layer.offset = entries
+def _first_leaf_row(path: Sequence[int], width: int, depth: int) -> list[int]:
+    """The accepted path's nodes, then the first child of each down to `depth`."""
+    row = list(path)
+    while len(row) < depth:
+        level = len(row) + 1  # the level of the next node
+        level_start = sum(width**t for t in range(1, level))
+        local = row[-1] - (level_start - width ** (level - 1)) if row else 0
+        row.append(level_start + local * width)
+    return row
 
 
 def _prefill(model: Any, cache: list[Any], tokens: list[int], step: int) -> None:
@@ -308,12 +291,13 @@ class TreeSpeculativeGenerator:
     """Tree speculative decoding of `target` with `drafter`, lossless under every scheme.
 
     Args:
-        target, drafter: mlx-lm models with the same vocabulary, whose prompt caches are
-            mlx-lm's plain `KVCache` in every layer.
+        target, drafter: mlx-lm Llama-family models with the same vocabulary, whose
+            prompt caches are mlx-lm's plain `KVCache` in every layer and whose attention
+            takes a tree's mask and positions (`tree_attention.tree_forward_refusal`).
         target_config: the target's sampler; it defines the output law.
         draft_config: the drafter's sampler (default: the target's).
         width: children per node (>= 1); `depth`: the tree's depth (>= 1). A round
-            drafts W + ... + W**D tokens and batches W**D paths (at most `MAX_TREE_PATHS`).
+            drafts W + ... + W**D tokens and has W**D paths (at most `MAX_TREE_PATHS`).
         scheme: how siblings are drafted: i.i.d. from the drafter's law, without
             replacement from it, or the top-W ids of it (deterministic).
         eos_token_ids: generation stops at the first of these emitted.
@@ -325,7 +309,7 @@ class TreeSpeculativeGenerator:
         prefill_step_size: prompt tokens per prefill forward.
 
     Samplers that read the history (repetition penalties, DRY) are refused: a node's
-    law would read its own path, which the batched rows do not carry.
+    law would read its own path, which one forward of the whole tree does not carry.
     """
 
     target: Any
@@ -345,6 +329,9 @@ class TreeSpeculativeGenerator:
             if not callable(model):
                 raise TypeError(f"{name} must be a model, callable as model(tokens, cache="
                                 f"cache), got {type(model).__name__}")
+            refusal = tree_forward_refusal(model)
+            if refusal is not None:
+                raise ValueError(f"{name} cannot verify a tree in one forward: {refusal}")
         if not isinstance(self.target_config, SamplerConfig):
             raise TypeError(f"target_config must be a SamplerConfig, got "
                             f"{type(self.target_config).__name__}")
@@ -385,8 +372,8 @@ class TreeSpeculativeGenerator:
             raise ValueError(
                 f"width {self.width} exceeds the vocabulary ({self.vocab_size}): the "
                 f"{self.scheme.value} scheme drafts distinct siblings, at most one per id")
-        _make_cache(self.target, "target")
-        _make_cache(self.drafter, "drafter")
+        make_tree_cache(self.target, "target")
+        make_tree_cache(self.drafter, "drafter")
 
     def generate(
         self, prompt: Sequence[int], max_tokens: int, *, seed: int = 0,
@@ -427,8 +414,8 @@ class TreeSpeculativeGenerator:
         self, tokens: list[int], max_tokens: int, seed: int, stats: TreeStats,
         observer: Callable[[TreeRoundObservation], None] | None = None,
     ) -> Iterator[list[int]]:
-        target_cache = _make_cache(self.target, "target")
-        draft_cache = _make_cache(self.drafter, "drafter")
+        target_cache = make_tree_cache(self.target, "target")
+        draft_cache = make_tree_cache(self.drafter, "drafter")
         _prefill(self.target, target_cache, tokens, self.prefill_step_size)
         _prefill(self.drafter, draft_cache, tokens, self.prefill_step_size)
         before = len(tokens) - 1  # tokens before the current one
@@ -564,7 +551,6 @@ class TreeSpeculativeGenerator:
         assert self.draft_config is not None
         width, vocab_size = self.width, self.vocab_size
         parents = full_tree_parents(width, depth)
-        paths = width**depth
         keys = tree_keys(position, parents)
         draft_u = [randomness.uniform(seed, key) for key in keys.draft]
         accept_u = mx.array([randomness.uniform(seed, key) for key in keys.accept],
@@ -573,39 +559,36 @@ class TreeSpeculativeGenerator:
                             dtype=mx.float32)
         target_before = _offset(target_cache)
 
-        # Drafting, level by level. Level d's laws: one per node, read off the first of
-        # the rows (paths) below it.
+        # Drafting, level by level, in the drafter's one-row cache: the root's law, then
+        # one tree forward per level gives each of its nodes its law.
         logits = self.drafter(mx.array([*backfill, current])[None], cache=draft_cache)[:, -1]
         law = effective_token_distribution(logits, self.draft_config)
         laws, draft_bad, drawable = [law], [_row_is_invalid(logits, law)], []
         levels: list[mx.array] = []
+        draft_layout = TreeLayout(_offset(draft_cache) - 1, parents)
         node_start = 0
-        _copy_to_rows(draft_cache, paths)
         for level in range(1, depth + 1):
             count = width**level
             children, possible = self._draft_children(
                 laws[-1], draft_u[node_start : node_start + count])
-            node_start += count
             levels.append(children)
             drawable.append(possible)
             if level < depth:
-                below = paths // count  # rows (leaves) under each node of this level
-                feed = mx.repeat(children, below)[:, None]
-                logits = self.drafter(feed, cache=draft_cache)[::below, -1]
+                logits = tree_forward(self.drafter, draft_cache, children, draft_layout,
+                                      node_start + 1)
                 law = effective_token_distribution(logits, self.draft_config)
                 laws.append(law)
                 draft_bad.append(_row_is_invalid(logits, law))
+            node_start += count
         node_tokens = mx.concatenate(levels)
 
-        # The target: one forward of every root-to-leaf path, then node v's row.
-        columns = [mx.full((paths,), current, dtype=mx.int32)]
-        columns += [mx.repeat(levels[t], paths // width ** (t + 1)) for t in range(depth)]
-        _copy_to_rows(target_cache, paths)
-        target_logits = self.target(mx.stack(columns, axis=1), cache=target_cache)
-        leaf_of_row = [0] + [m * (paths // width**t) for t in range(1, depth + 1)
-                             for m in range(width**t)]
-        column_of_row = [0] + [t for t in range(1, depth + 1) for _ in range(width**t)]
-        row_logits = target_logits[mx.array(leaf_of_row), mx.array(column_of_row)]
+        # The target: the current token and every node in one forward, row v's logits
+        # those of a chain forward of row v's root path.
+        target_layout = TreeLayout(target_before, parents)
+        row_logits = tree_forward(
+            self.target, target_cache,
+            mx.concatenate([mx.array([current], dtype=mx.int32), node_tokens.astype(mx.int32)]),
+            target_layout, 0)
         target_probs = effective_token_distribution(row_logits, self.target_config)
         target_bad = _row_is_invalid(row_logits, target_probs)
 
@@ -613,7 +596,7 @@ class TreeSpeculativeGenerator:
         if self.scheme is TreeScheme.DETERMINISTIC:
             draft_probs = None
         else:
-            leaves = mx.zeros((paths, vocab_size), dtype=mx.float32)  # unread: no children
+            leaves = mx.zeros((width**depth, vocab_size), dtype=mx.float32)  # unread: leaves
             draft_probs = mx.concatenate([inner, leaves])
         verdict = verify_tree(self.scheme, parents, target_probs, draft_probs, node_tokens,
                               accept_u, sample_u)
@@ -660,16 +643,13 @@ class TreeSpeculativeGenerator:
             stats.closed_form_total += sum(closed)
             stats.closed_form_variance_total += sum(a * (1.0 - a) for a in closed)
 
-        # The accepted path's row: the first leaf below its last node (any row, if empty).
-        if accepted:
-            last = path[-1]
-            level_start = sum(width**t for t in range(1, accepted))
-            row = (last - level_start) * (paths // width**accepted)
-        else:
-            row = 0
         if seen is not None:
             seen.update(node_tokens=tokens, path=path)
+        # Each cache keeps the root and the accepted path, as many entries as the rewind
+        # plans (past the path: the first children below it, entries a rewind never keeps).
+        row = _first_leaf_row(path, width, depth)
+        entries = [0, *(v + 1 for v in row)]
         plan = rewind_trim(depth, accepted)
-        _keep_row(target_cache, row, target_before + depth + 1 - plan.target_trim)
-        _keep_row(draft_cache, row, _offset(draft_cache) - plan.draft_trim)
+        keep_path(target_cache, target_layout.prefix, entries[: depth + 1 - plan.target_trim])
+        keep_path(draft_cache, draft_layout.prefix, entries[: depth - plan.draft_trim])
         return [*[tokens[v] for v in path], next_token], plan.draft_backfill
