@@ -12,9 +12,17 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
+import specaccept
 from specaccept.cli import bench, conform, generate, options, table, vectors
 from specaccept.shell.guards import NonFiniteLogitsError
+from specaccept.shell.loading import (
+    SHELL_EXTRA_INSTALL,
+    SHELL_EXTRA_MODULES,
+    MissingExtraError,
+    require_shell_extra,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -26,10 +34,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Lossless speculative decoding on MLX: run it, measure it, benchmark it.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at info on stderr")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the versions of specaccept, MLX and mlx-lm, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     for subcommand in (generate, table, bench, vectors, conform):
         subcommand.add_parser(commands)
     return parser
+
+
+def version_line() -> str:
+    """specaccept's version and those of the MLX and mlx-lm it runs on."""
+    def installed(distribution: str) -> str:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"specaccept {specaccept.__version__} (mlx {installed('mlx')}, "
+            f"mlx-lm {installed('mlx-lm')})")
+
+
+NEEDS_MODELS = frozenset({"generate", "table", "bench"})
+"""The subcommands that run models, and so need the `shell` extra (`conform` does when it
+records)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,8 +81,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr, format="%(name)s: %(message)s",
     )
     try:
+        if args.command in NEEDS_MODELS or getattr(args, "record", None):
+            require_shell_extra(f"specaccept {args.command}")
         status: int = args.handler(args)
         sys.stdout.flush()
+    except MissingExtraError as error:
+        parser.exit(2, f"specaccept: error: {error}\n")
+    except ModuleNotFoundError as error:
+        # A path that imports the extra lazily and escaped the check above: the same line.
+        if (error.name or "").partition(".")[0] not in SHELL_EXTRA_MODULES:
+            raise
+        parser.exit(2, f"specaccept: error: specaccept {args.command} needs {error.name}, "
+                    f"not installed: {SHELL_EXTRA_INSTALL}\n")
     except NonFiniteLogitsError as error:
         # A model failed mid-run, not the caller: its own status, not a usage error's 2.
         sys.stderr.write(f"specaccept: error: {error}\n")

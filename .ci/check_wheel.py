@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The install path: build the wheel, install it with no extras in a fresh environment, and
+run the command from a folder outside the checkout, as `pip install specaccept` would.
+
+Checks that the wheel carries the golden vectors, their schema, the NumPy port and the
+LICENSE but not the demo pair's training text; that `--help`, `--version` and
+`vectors check --numpy-port` work there; that `generate` either runs or refuses in one line
+naming the extra; and that the library's `load_pair()` refuses the same way. Run from the
+repository root inside the `.[dev]` environment (hatchling builds the wheel without
+fetching anything; pip installs mlx, numpy and scipy from its cache or the index).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA_LINE = "pip install 'specaccept[shell]'"
+
+
+def run(command: list[str], cwd: Path, *, expect: set[int] | None = None) -> tuple[int, str]:
+    """Run `command`; fail the check on an unexpected status; return status and output."""
+    print("+", " ".join(command), flush=True)
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    output = result.stdout + result.stderr
+    if result.returncode not in (expect or {0}):
+        sys.exit(f"exit {result.returncode}, expected {sorted(expect or {0})}:\n{output}")
+    return result.returncode, output
+
+
+def check_contents(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    wanted = ["specaccept/golden_vectors/schema.json", "specaccept/golden_vectors/schema.md",
+              "specaccept/golden_vectors/verify_tokenwise.json",
+              "specaccept/numpy_port/serve.py", "specaccept/numpy_port/specport.py",
+              "specaccept/demo/weights/target/model.safetensors", "specaccept_command.py",
+              "specaccept_trace.py", "specaccept/py.typed"]
+    missing = [name for name in wanted if name not in names]
+    if missing:
+        sys.exit(f"the wheel lacks {missing}")
+    if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
+        sys.exit("the wheel has no LICENSE")
+    unwanted = [name for name in names if "tinyshakespeare" in name or "/generation/" in name]
+    if unwanted:
+        sys.exit(f"the wheel carries what nothing installed reads: {unwanted}")
+    metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    if "License-Expression: MIT" not in zipfile.ZipFile(wheel).read(metadata).decode():
+        sys.exit("the wheel's metadata has no License-Expression: MIT")
+    print(f"wheel contents: {len(names)} files, vectors, port and LICENSE in, corpus out")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="specaccept-wheel-") as scratch:
+        scratch_dir = Path(scratch)
+        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+             "-w", str(scratch_dir / "dist"), str(ROOT)], ROOT)
+        wheel = next((scratch_dir / "dist").glob("specaccept-*.whl"))
+        check_contents(wheel)
+        environment = scratch_dir / "env"
+        venv.create(environment, with_pip=True)
+        python = environment / "bin" / "python"
+        specaccept = str(environment / "bin" / "specaccept")
+        run([str(python), "-m", "pip", "install", "-q", str(wheel)], scratch_dir)
+        elsewhere = scratch_dir / "elsewhere"  # no spec/ or examples/ to fall back on
+        elsewhere.mkdir()
+        run([specaccept, "--help"], elsewhere)
+        _, version = run([specaccept, "--version"], elsewhere)
+        if not version.startswith("specaccept "):
+            sys.exit(f"--version printed {version!r}")
+        _, replay = run([specaccept, "vectors", "check", "--numpy-port"], elsewhere)
+        if not replay.rstrip().endswith("vectors passed"):
+            sys.exit(f"vectors check did not replay the installed vectors:\n{replay}")
+        status, generated = run([specaccept, "generate", "-n", "8"], elsewhere, expect={0, 2})
+        lines = generated.strip().splitlines()
+        if status == 2 and not (len(lines) == 1 and lines[0].endswith(EXTRA_LINE)):
+            sys.exit(f"generate refused, but not in one line naming the extra:\n{generated}")
+        if status == 0 and "[Speculative acceptance]" not in generated:
+            sys.exit(f"generate ran without its summary line:\n{generated}")
+        _, loaded = run([str(python), "-c", "import specaccept\ntry:\n    specaccept.load_pair()"
+                         "\nexcept ImportError as error:\n    print(error)"], elsewhere)
+        if status == 2 and not loaded.strip().endswith(EXTRA_LINE):
+            sys.exit(f"load_pair() without the extra said {loaded!r}")
+        print(f"installed wheel: --help, --version, vectors check and generate "
+              f"({'refused in one line' if status == 2 else 'ran'}) as expected")
+
+
+if __name__ == "__main__":
+    main()
