@@ -7,12 +7,14 @@ One module per subcommand, each registering its own options; what they share liv
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shlex
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import specaccept
 from specaccept.cli import bench, conform, generate, options, table, vectors
@@ -24,12 +26,46 @@ from specaccept.shell.loading import (
     require_shell_extra,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "NEEDS_MODELS", "DefaultsShownFormatter", "DefaultsShownParser", "build_parser", "main",
+    "shown_default", "version_line",
+]
+
+
+class DefaultsShownFormatter(argparse.HelpFormatter):
+    """--help with each option's default after its help, as the site's CLI reference shows
+    it: no default for a flag, None, or a help text that states its own."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0
+                or action.default in (None, argparse.SUPPRESS) or "default" in text.lower()):
+            return text
+        shown = shown_default(action.default).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def shown_default(value: object) -> str:
+    """A default as typed on a command line: a list space-separated, a string with a newline
+    or edge spaces as a JSON string."""
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value))
+    if isinstance(value, str) and (value == "" or value != " ".join(value.split())):
+        return json.dumps(value)
+    return str(value)
+
+
+class DefaultsShownParser(argparse.ArgumentParser):
+    """An ArgumentParser whose --help shows defaults; its subcommands' parsers inherit it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsShownFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `specaccept` command."""
-    parser = argparse.ArgumentParser(
+    parser = DefaultsShownParser(
         prog="specaccept",
         description="Lossless speculative decoding on MLX: run it, measure it, benchmark it.",
     )

@@ -171,7 +171,7 @@ def add_run_arguments(
     """-n/--max-tokens, --seed and --num-draft-tokens; a measurement needs -n >= 1."""
     parser.add_argument(
         "-n", "--max-tokens", type=positive_int if measures else non_negative_int,
-        default=tokens, help="tokens to generate (per prompt, for table)",
+        default=tokens, help="tokens each run generates",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="the run's seed (table: seed + prompt index, bench: seed + repeat)")

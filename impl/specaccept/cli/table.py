@@ -105,9 +105,11 @@ def add_parser(commands: Any) -> None:
     add_run_arguments(table, tokens=200, measures=True)
     add_sampler_arguments(table, with_temp=False)
     table.add_argument(
-        "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
+        "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5],
+        help="the temperatures to measure, each with every rule; 0 runs greedy-argmax",
     )
-    table.add_argument("--prompts", nargs="+", default=None, help="default: built-in prompts")
+    table.add_argument("--prompts", nargs="+", default=None,
+                       help="the prompts, each run on its own (default: built-in prompts)")
     table.add_argument(
         "--rules", nargs="+", choices=RULES, default=list(RULES),
         help="the rules to measure, on the same prompts and seeds",
