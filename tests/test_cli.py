@@ -34,7 +34,7 @@ def pair() -> ModelPair:
 
 
 def _prompt(pair: ModelPair, text: str = "ROMEO:\n") -> list[int]:
-    return [int(t) for t in pair.tokenizer.encode(text)]
+    return [int(t) for t in pair.require_tokenizer().encode(text)]
 
 
 def test_generate_on_the_demo_pair_prints_text_and_the_summary(
@@ -84,7 +84,7 @@ def test_greedy_demo_pair_matches_target_only_and_mlx_lm(pair: ModelPair) -> Non
     reference = list(target_only_generate(pair.target, prompt, greedy, 120))
     for k in (1, 2, 4, 8):
         generator = SpeculativeGenerator(
-            pair.target, pair.drafter, greedy, num_draft_tokens=k, check_caches=True
+            pair.target, pair.require_drafter(), greedy, num_draft_tokens=k, check_caches=True
         )
         ours = [t for block in generator.generate(prompt, 120) for t in block]
         assert ours == reference, f"k={k}"
@@ -106,7 +106,7 @@ def _measured_and_closed_form(pair: ModelPair, rule: RuleChoice) -> tuple[float,
     200 tokens per prompt keep the context inside the demo pair's 256 trained positions.
     """
     generator = SpeculativeGenerator(
-        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule=rule,
+        pair.target, pair.require_drafter(), SamplerConfig(temperature=1.0), rule=rule,
         diagnostics=True, check_caches=True,
     )
     accepted = tested = 0

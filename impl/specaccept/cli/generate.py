@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     config = sampler_config(args)
     tree = tree_options(args)
     pair = load_pair(args.model, args.draft_model, with_drafter=not args.no_draft)
-    tokenizer = pair.tokenizer
+    tokenizer = pair.require_tokenizer()
     prompt = encode_prompt(tokenizer, args.prompt, chat_template=args.chat_template)
     eos = frozenset(int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ())
     detokenizer = tokenizer.detokenizer

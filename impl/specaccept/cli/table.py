@@ -165,7 +165,7 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
         config = sampler_config(args, temperature=temperature)
         for requested in args.rules:
             generator = SpeculativeGenerator(
-                pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
+                pair.target, pair.require_drafter(), config, num_draft_tokens=args.num_draft_tokens,
                 rule=requested, diagnostics=True,
             )
             pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
@@ -241,7 +241,7 @@ def measure_tree_rows(
     rows = []
     for temperature in args.temperatures:
         generator = TreeSpeculativeGenerator(
-            pair.target, pair.drafter, sampler_config(args, temperature=temperature),
+            pair.target, pair.require_drafter(), sampler_config(args, temperature=temperature),
             width=width, depth=depth, scheme=scheme, diagnostics=True)
         pooled = TreeStats(scheme, width, depth, diagnostics=True)
         for run_number, prompt in enumerate(runs):

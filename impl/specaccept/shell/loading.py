@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specaccept.shell.arguments import LanguageModel, Tokenizer
+
 __all__ = [
     "SHELL_EXTRA_INSTALL",
     "MissingExtraError",
@@ -53,11 +55,33 @@ def require_shell_extra(feature: str) -> None:
 class ModelPair:
     """A target, its drafter (None for target-only runs) and their shared tokenizer."""
 
-    target: Any
-    drafter: Any | None
-    tokenizer: Any
+    target: LanguageModel
+    drafter: LanguageModel | None
+    tokenizer: Tokenizer | None
+    """None for a pair built in memory (`specaccept.shell.random_pairs`), which has none."""
     target_path: Path
     drafter_path: Path | None
+
+    def require_drafter(self) -> LanguageModel:
+        """The drafter, for a speculative generator.
+
+        Raises:
+            ValueError: the pair was loaded without one (``with_drafter=False``).
+        """
+        if self.drafter is None:
+            raise ValueError("this pair has no drafter (loaded with_drafter=False): a "
+                             "speculative run needs one; target_only_generate needs none")
+        return self.drafter
+
+    def require_tokenizer(self) -> Tokenizer:
+        """The tokenizer.
+
+        Raises:
+            ValueError: the pair was built in memory and has none.
+        """
+        if self.tokenizer is None:
+            raise ValueError("this pair has no tokenizer (built in memory): pass token ids")
+        return self.tokenizer
 
 
 def load_model(path: str | os.PathLike[str], *, role: str = "model") -> tuple[Any, Any]:

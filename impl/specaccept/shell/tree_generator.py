@@ -44,7 +44,7 @@ from specaccept.core.tree import (
     verify_tree,
     without_replacement_siblings_acceptance,
 )
-from specaccept.shell.arguments import vocab_size_of
+from specaccept.shell.arguments import LanguageModel, check_model, vocab_size_of
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.guards import NonFiniteLogitsError
 
@@ -292,8 +292,8 @@ class TreeSpeculativeGenerator:
     law would read its own path, which the batched rows do not carry.
     """
 
-    target: Any
-    drafter: Any
+    target: LanguageModel
+    drafter: LanguageModel
     target_config: SamplerConfig
     draft_config: SamplerConfig | None = None
     width: int = 2
@@ -305,10 +305,8 @@ class TreeSpeculativeGenerator:
     prefill_step_size: int = 512
 
     def __post_init__(self) -> None:
-        for name, model in (("target", self.target), ("drafter", self.drafter)):
-            if not callable(model):
-                raise TypeError(f"{name} must be a model, callable as model(tokens, cache="
-                                f"cache), got {type(model).__name__}")
+        check_model("target", self.target)
+        check_model("drafter", self.drafter)
         if not isinstance(self.target_config, SamplerConfig):
             raise TypeError(f"target_config must be a SamplerConfig, got "
                             f"{type(self.target_config).__name__}")
