@@ -48,6 +48,20 @@ def test_generate_on_the_demo_pair_prints_text_and_the_summary(
     assert "rule=block" in match.group(0)  # the default at temperature > 0
     assert "closed_form_sum_min=" in match.group(0)
     assert re.search(r"^generated=40 seconds=[\d.]+ tokens_per_second=[\d.]+$", out, re.M)
+    rounds = re.search(r" rounds=(\d+) ", match.group(0))
+    assert rounds is not None
+    assert (f"\n[Cache check] passed: both cache offsets matched after each of the "
+            f"{rounds.group(1)} rounds\n") in out
+
+
+@pytest.mark.parametrize("flag", ["--diag", "--check-caches"])
+def test_no_draft_refuses_what_reports_on_drafts(
+    flag: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "-n", "4", "--no-draft", flag])
+    assert exit_.value.code == 2
+    assert f"--no-draft does not combine with {flag}" in capsys.readouterr().err
 
 
 def test_generate_rule_flag_and_greedy(capsys: pytest.CaptureFixture[str]) -> None:

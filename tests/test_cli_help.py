@@ -58,3 +58,20 @@ def test_a_flag_or_an_unset_option_shows_no_default() -> None:
     generate = next(p for p in ALL if p.prog == "specaccept generate")
     text = generate.format_help()
     assert "(default: False)" not in text and "(default: None)" not in text
+
+
+def test_generate_help_explains_every_field_of_the_summary_line() -> None:
+    import re
+
+    from specaccept.cli.generate import SUMMARY_FIELDS
+    from specaccept.core.acceptance import AcceptanceRule
+    from specaccept.shell.stats import SpeculativeStats
+
+    line = SpeculativeStats(rule=AcceptanceRule.STOCHASTIC, diagnostics=True).summary_line()
+    fields = re.findall(r" (\w+)=", line)
+    assert len(fields) >= 10
+    generate = next(p for p in ALL if p.prog == "specaccept generate")
+    text = generate.format_help()
+    for field in [f for f in fields if f != "rule"]:
+        assert re.search(rf"^  {field} ", SUMMARY_FIELDS, re.M), field
+        assert f"  {field} " in text  # printed as written, not reflowed

@@ -36,6 +36,13 @@ class DefaultsShownFormatter(argparse.HelpFormatter):
     """--help with each option's default after its help, as the site's CLI reference shows
     it: no default for a flag, None, or a help text that states its own."""
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Wrap a description or epilog as argparse does, except that a text whose lines
+        after the first are indented (a table of fields) keeps its lines as written."""
+        if "\n  " in text:
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         if (not action.option_strings or action.nargs == 0
