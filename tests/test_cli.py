@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import pytest
@@ -230,15 +231,29 @@ def test_bad_sampler_values_name_the_field(
 
 
 def test_table_writes_markdown_and_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out_json = tmp_path / "table.json"
+    from specaccept.shell.generator import SpeculativeGenerator
+
+    runs: list[str] = []
+    generate = SpeculativeGenerator.generate
+
+    def counted(self: SpeculativeGenerator, *args: Any, **kwargs: Any) -> Any:
+        runs.append(self.acceptance_rule.value)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpeculativeGenerator, "generate", counted)
     assert main([
         "table", "-n", "24", "--temperatures", "0", "1.0", "--prompts", "ROMEO:\n",
         "--json", str(out_json),
     ]) == 0
     captured = capsys.readouterr()
     assert "| temperature | rule | closed_form_sum_min |" in captured.out
+    # One greedy run at temperature 0, not one per requested rule, shown once and said so.
+    assert runs == ["greedy-argmax", "stochastic", "sampler-match", "block"]
+    assert captured.out.count("| 0 | greedy-argmax |") == 2  # once in each table
+    assert "At temperature 0 every requested rule ran as the same rule" in captured.out
     assert "it/s" not in captured.out + captured.err  # no bar: not a TTY, and --json
     rows = json.loads(out_json.read_text())
     assert [(r["temperature"], r["requested_rule"]) for r in rows] == [
