@@ -4,8 +4,10 @@ run the command from a folder outside the checkout, as `pip install specaccept` 
 
 Checks that the wheel carries the golden vectors, their schema, the NumPy port and the
 LICENSE but not the demo pair's training text; that `--help`, `--version` and
-`vectors check --numpy-port` work there; that `generate` either runs or refuses in one line
-naming the extra; and that the library's `load_pair()` refuses the same way. Run from the
+`vectors check --numpy-port` work there; that `conform` checks a trace written with the
+installed stdlib writer (a verdict, 0 or 1, not a crash); that `generate` either runs or
+refuses in one line naming the extra; and that the library's `load_pair()` refuses the same
+way. Run from the
 repository root inside the `.[dev]` environment (hatchling builds the wheel without
 fetching anything; pip installs mlx, numpy and scipy from its cache or the index).
 """
@@ -21,6 +23,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA_LINE = "pip install 'specaccept[shell]'"
+# One stochastic round of one draft, written with the installed stdlib trace writer.
+WRITE_TRACE = """
+import sys
+import specaccept_trace as st
+with st.TraceWriter(sys.argv[1], vocab_size=4, engine="install check") as trace:
+    run = trace.start_run("a", prompt=[0, 1], target_sampler={"temperature": 1.0})
+    run.write_round(rule="stochastic", draft_tokens=[0], emitted=[0, 1],
+                    target=st.probs_block([[0.5, 0.25, 0.125, 0.125], [0.25] * 4]),
+                    draft=st.probs_block([[0.25] * 4]), uniforms=[[0.25, 0.5], [0.0, 0.3]])
+"""
 
 
 def run(command: list[str], cwd: Path, *, expect: set[int] | None = None) -> tuple[int, str]:
@@ -75,6 +87,11 @@ def main() -> None:
         _, replay = run([specaccept, "vectors", "check", "--numpy-port"], elsewhere)
         if not replay.rstrip().endswith("vectors passed"):
             sys.exit(f"vectors check did not replay the installed vectors:\n{replay}")
+        trace = str(elsewhere / "trace.jsonl")
+        run([str(python), "-c", WRITE_TRACE, trace], elsewhere)
+        _, verdict = run([specaccept, "conform", trace], elsewhere, expect={0, 1})
+        if "Traceback" in verdict:
+            sys.exit(f"conform crashed:\n{verdict}")
         status, generated = run([specaccept, "generate", "-n", "8"], elsewhere, expect={0, 2})
         lines = generated.strip().splitlines()
         if status == 2 and not (len(lines) == 1 and lines[0].endswith(EXTRA_LINE)):
@@ -85,7 +102,7 @@ def main() -> None:
                          "\nexcept ImportError as error:\n    print(error)"], elsewhere)
         if status == 2 and not loaded.strip().endswith(EXTRA_LINE):
             sys.exit(f"load_pair() without the extra said {loaded!r}")
-        print(f"installed wheel: --help, --version, vectors check and generate "
+        print(f"installed wheel: --help, --version, vectors check, conform and generate "
               f"({'refused in one line' if status == 2 else 'ran'}) as expected")
 
 
