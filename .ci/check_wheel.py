@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The install path: build the wheel, install it with no extras in a fresh environment, and
-run the command from a folder outside the checkout, as `pip install specaccept` would.
+run the command from a folder outside the checkout, as `pip install specaccept` would; and
+the sdist, which must hold every tracked file.
 
 Checks that the wheel carries the golden vectors, their schema, the NumPy port and the
 LICENSE but not the demo pair's training text; that `--help`, `--version` and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import tempfile
 import venv
 import zipfile
@@ -66,6 +68,20 @@ def check_contents(wheel: Path) -> None:
     print(f"wheel contents: {len(names)} files, vectors, port and LICENSE in, corpus out")
 
 
+def check_sdist(sdist: Path) -> None:
+    """The sdist holds every tracked file, so its tests find the spec/, proofs/, docs/ and
+    examples/ they read."""
+    prefix = sdist.name.removesuffix(".tar.gz") + "/"
+    with tarfile.open(sdist) as archive:
+        names = {name.removeprefix(prefix) for name in archive.getnames()}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    missing = [name for name in tracked if name not in names]
+    if missing:
+        sys.exit(f"the sdist lacks {len(missing)} tracked files, e.g. {missing[:5]}")
+    print(f"sdist: {len(names)} files, every tracked file in")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="specaccept-wheel-") as scratch:
         scratch_dir = Path(scratch)
@@ -73,6 +89,9 @@ def main() -> None:
              "-w", str(scratch_dir / "dist"), str(ROOT)], ROOT)
         wheel = next((scratch_dir / "dist").glob("specaccept-*.whl"))
         check_contents(wheel)
+        run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d",
+             str(scratch_dir / "dist")], ROOT)
+        check_sdist(next((scratch_dir / "dist").glob("specaccept-*.tar.gz")))
         environment = scratch_dir / "env"
         venv.create(environment, with_pip=True)
         python = environment / "bin" / "python"
