@@ -36,6 +36,8 @@ def main() -> None:
     step("ruff", python, "-m", "ruff", "check", *trees)
     step("mypy", python, "-m", "mypy", "--strict", "impl", "tests", "proofs", "examples", "spec")
     step("import contracts", str(Path(python).parent / "lint-imports"))
+    # `pip install specaccept` without extras, in a fresh environment, run from elsewhere.
+    step("installed wheel", python, ".ci/check_wheel.py")
     # Two workers on CI's two cores: the suite is order-independent (each test owns its
     # temporary files and seeds), and the slow soak and chi-square tests no longer queue.
     step("pytest", python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",

@@ -15,6 +15,11 @@ Fails, naming the page and the offending resource or text, when
   or a dollar sign right beside a math element (a ``$$`` block MyST typeset but whose
   delimiters still show);
 - a page holds math elements but loads no MathJax from the build directory;
+- a page holds display math but none of its stylesheets lets a display equation scroll in
+  its own box with a cue that it does (``overflow-x: auto`` on MathJax's display container,
+  and a background of ``local`` covers over ``scroll`` shadows): MathJax cannot break an
+  equation, so at 390 px, or at 1280 px for the longest, one would be cut off at the
+  column's edge with nothing to say that more of it exists;
 - a plain ``<a>`` link to a data file of the site (a relative ``.json`` or ``.py`` path, the
   golden vectors and their generator) names a file the build does not hold: a porter would
   follow it to nothing.
@@ -159,7 +164,43 @@ def page_problems(page: Path, root: Path) -> list[str]:
         ]
         if not local_mathjax:
             problems.append("has math but loads no MathJax from the build directory")
-    return problems
+    return problems + display_math_problems(soup, page, root)
+
+
+DISPLAY_MATH_SELECTOR = 'mjx-container[display="true"]'
+CSS_RULE = re.compile(r"(?P<selectors>[^{}]+)\{(?P<body>[^{}]*)\}")
+
+
+def scrolls_with_a_cue(css: str) -> bool:
+    """Whether `css` gives MathJax's display container a horizontal scroll and shadows that
+    show while there is more to see: rules read one by one, media queries ignored (the rule
+    must hold at every width, so it must stand outside any)."""
+    css = CSS_COMMENT.sub("", css)
+    css = re.sub(r"@media[^{]*\{(?:[^{}]*\{[^{}]*\})*[^{}]*\}", "", css)
+    scroll = cue = False
+    for rule in CSS_RULE.finditer(css):
+        selectors = [s.strip() for s in rule["selectors"].split(",")]
+        if DISPLAY_MATH_SELECTOR not in selectors:
+            continue
+        body = " ".join(rule["body"].split())
+        scroll = scroll or re.search(r"overflow-x:\s*(auto|scroll)", body) is not None
+        cue = cue or ("background" in body and " local" in body and " scroll" in body)
+    return scroll and cue
+
+
+def display_math_problems(soup: BeautifulSoup, page: Path, root: Path) -> list[str]:
+    """A page with display math whose stylesheets would let an equation be cut off."""
+    if soup.find("div", class_="math") is None:
+        return []
+    css = ""
+    for link in soup.find_all("link", rel="stylesheet", href=True):
+        href = str(link["href"])
+        if outside_reference(href, page, root) is None:
+            css += (page.parent / unquote(urlsplit(href).path)).read_text("utf-8", "replace")
+    if scrolls_with_a_cue(css):
+        return []
+    return ["has display math, but no stylesheet lets an equation scroll with a cue "
+            f"(overflow-x and local/scroll shadows on {DISPLAY_MATH_SELECTOR})"]
 
 
 def stylesheet_problems(stylesheet: Path, root: Path) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import mlx.core as mx
 
-from specaccept import AcceptanceRule, BlockVerdict, verify_tokenwise
+from specaccept import AcceptanceRule, TokenwiseVerdict, verify_tokenwise
 
 __all__ = ["BlockFn", "rule_block"]
 
@@ -19,7 +19,7 @@ BlockFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, mx.
 
 
 def rule_block(
-    rule: AcceptanceRule, verify: Callable[..., BlockVerdict] = verify_tokenwise
+    rule: AcceptanceRule, verify: Callable[..., TokenwiseVerdict] = verify_tokenwise
 ) -> BlockFn:
     """`verify` under `rule` as a BlockFn returning (num_accepted, next_token)."""
 
@@ -28,7 +28,7 @@ def rule_block(
     ) -> tuple[mx.array, mx.array]:
         # sampler-match is run as a drafter without q would run it: draft_probs=None.
         draft_probs = draft if rule.needs_proposal_distribution else None
-        verdict: BlockVerdict = verify(rule, target, draft_probs, tokens, uniforms)
+        verdict: TokenwiseVerdict = verify(rule, target, draft_probs, tokens, uniforms)
         return verdict.num_accepted, verdict.next_token
 
     return block

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -119,11 +120,11 @@ def test_a_self_speculative_pair_agrees_and_shares_its_weights() -> None:
 
     pair = random_pair("small-self")
     preset = RANDOM_PAIRS["small-self"]
-    assert pair.drafter is not None
-    assert len(pair.drafter.layers) == preset.drafter["num_hidden_layers"] == 1
-    assert pair.drafter.layers[0] is pair.target.layers[0]
-    assert pair.drafter.lm_head is pair.target.lm_head
-    assert pair.drafter.model.embed_tokens is pair.target.model.embed_tokens
+    target, drafter = cast(Any, pair.target), cast(Any, pair.require_drafter())  # mlx-lm Llamas
+    assert len(drafter.layers) == preset.drafter["num_hidden_layers"] == 1
+    assert drafter.layers[0] is target.layers[0]
+    assert drafter.lm_head is target.lm_head
+    assert drafter.model.embed_tokens is target.model.embed_tokens
     prompt = list(b"ROMEO:")
     built = agreement(pair, prompt, SamplerConfig(temperature=1.0), 16)
     # Two independent random models have near-uniform laws (entropy near ln 8192 = 9.0),

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import pytest
@@ -34,7 +35,7 @@ def pair() -> ModelPair:
 
 
 def _prompt(pair: ModelPair, text: str = "ROMEO:\n") -> list[int]:
-    return [int(t) for t in pair.tokenizer.encode(text)]
+    return [int(t) for t in pair.require_tokenizer().encode(text)]
 
 
 def test_generate_on_the_demo_pair_prints_text_and_the_summary(
@@ -48,6 +49,20 @@ def test_generate_on_the_demo_pair_prints_text_and_the_summary(
     assert "rule=block" in match.group(0)  # the default at temperature > 0
     assert "closed_form_sum_min=" in match.group(0)
     assert re.search(r"^generated=40 seconds=[\d.]+ tokens_per_second=[\d.]+$", out, re.M)
+    rounds = re.search(r" rounds=(\d+) ", match.group(0))
+    assert rounds is not None
+    assert (f"\n[Cache check] passed: both cache offsets matched after each of the "
+            f"{rounds.group(1)} rounds\n") in out
+
+
+@pytest.mark.parametrize("flag", ["--diag", "--check-caches"])
+def test_no_draft_refuses_what_reports_on_drafts(
+    flag: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "-n", "4", "--no-draft", flag])
+    assert exit_.value.code == 2
+    assert f"--no-draft does not combine with {flag}" in capsys.readouterr().err
 
 
 def test_generate_rule_flag_and_greedy(capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,7 +99,7 @@ def test_greedy_demo_pair_matches_target_only_and_mlx_lm(pair: ModelPair) -> Non
     reference = list(target_only_generate(pair.target, prompt, greedy, 120))
     for k in (1, 2, 4, 8):
         generator = SpeculativeGenerator(
-            pair.target, pair.drafter, greedy, num_draft_tokens=k, check_caches=True
+            pair.target, pair.require_drafter(), greedy, num_draft_tokens=k, check_caches=True
         )
         ours = [t for block in generator.generate(prompt, 120) for t in block]
         assert ours == reference, f"k={k}"
@@ -106,7 +121,7 @@ def _measured_and_closed_form(pair: ModelPair, rule: RuleChoice) -> tuple[float,
     200 tokens per prompt keep the context inside the demo pair's 256 trained positions.
     """
     generator = SpeculativeGenerator(
-        pair.target, pair.drafter, SamplerConfig(temperature=1.0), rule=rule,
+        pair.target, pair.require_drafter(), SamplerConfig(temperature=1.0), rule=rule,
         diagnostics=True, check_caches=True,
     )
     accepted = tested = 0
@@ -216,15 +231,29 @@ def test_bad_sampler_values_name_the_field(
 
 
 def test_table_writes_markdown_and_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out_json = tmp_path / "table.json"
+    from specaccept.shell.generator import SpeculativeGenerator
+
+    runs: list[str] = []
+    generate = SpeculativeGenerator.generate
+
+    def counted(self: SpeculativeGenerator, *args: Any, **kwargs: Any) -> Any:
+        runs.append(self.acceptance_rule.value)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpeculativeGenerator, "generate", counted)
     assert main([
         "table", "-n", "24", "--temperatures", "0", "1.0", "--prompts", "ROMEO:\n",
         "--json", str(out_json),
     ]) == 0
     captured = capsys.readouterr()
     assert "| temperature | rule | closed_form_sum_min |" in captured.out
+    # One greedy run at temperature 0, not one per requested rule, shown once and said so.
+    assert runs == ["greedy-argmax", "stochastic", "sampler-match", "block"]
+    assert captured.out.count("| 0 | greedy-argmax |") == 2  # once in each table
+    assert "At temperature 0 every requested rule ran as the same rule" in captured.out
     assert "it/s" not in captured.out + captured.err  # no bar: not a TTY, and --json
     rows = json.loads(out_json.read_text())
     assert [(r["temperature"], r["requested_rule"]) for r in rows] == [

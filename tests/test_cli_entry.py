@@ -30,8 +30,8 @@ LAUNCH = "import specaccept_command; raise SystemExit(specaccept_command.main())
 def test_the_console_script_is_the_guarded_entry() -> None:
     project = (ROOT / "pyproject.toml").read_text("utf-8")
     assert '\n[project.scripts]\nspecaccept = "specaccept_command:main"\n' in project
-    assert ('\n[tool.setuptools]\npy-modules = ["specaccept_command", "specaccept_trace"]\n'
-            in project)
+    assert ('\nonly-include = ["impl/specaccept", "impl/specaccept_command.py", '
+            '"impl/specaccept_trace.py"]\n' in project)
 
 
 def _interrupted(code: str, delay: float = 0.0) -> tuple[int, bytes]:

@@ -25,7 +25,7 @@ from scipy import stats
 from block_adapter import BlockFn, rule_block
 from specaccept import (
     AcceptanceRule,
-    JointVerdict,
+    BlockwiseVerdict,
     SamplerConfig,
     acceptance_probability,
     effective_token_distribution,
@@ -148,7 +148,7 @@ BLOCK_Q = effective_token_distribution(mx.array([-0.2, 2.3, 1.7, -1.0, 0.7, 1.6]
 
 
 def _joint_block(
-    verify: Callable[[mx.array, mx.array, mx.array, mx.array], JointVerdict],
+    verify: Callable[[mx.array, mx.array, mx.array, mx.array], BlockwiseVerdict],
 ) -> BlockFn:
     def block(
         target: mx.array, draft: mx.array, tokens: mx.array, uniforms: mx.array

@@ -347,7 +347,7 @@ def test_fast_and_core_paths_generate_the_same_run(
     runs: dict[bool, tuple[list[list[int]], SpeculativeStats, list[int]]] = {}
     for fast_path in (True, False):
         generator = SpeculativeGenerator(
-            small_pair.target, small_pair.drafter, config, num_draft_tokens=3, rule=rule,
+            small_pair.target, small_pair.require_drafter(), config, num_draft_tokens=3, rule=rule,
             diagnostics=True, fast_path=fast_path,
         )
         run = generator.generate(prompt, 40, seed=11)
@@ -361,7 +361,7 @@ def test_fast_and_core_paths_generate_the_same_run(
 
 def test_a_clock_times_the_round_without_changing_it(small_pair: ModelPair) -> None:
     config = SamplerConfig(temperature=0.7)
-    generator = SpeculativeGenerator(small_pair.target, small_pair.drafter, config)
+    generator = SpeculativeGenerator(small_pair.target, small_pair.require_drafter(), config)
     plain = generator.generate([1, 2, 3], 30, seed=2)
     blocks = list(plain)
     pipelined, phased = RoundClock(), RoundClock(phased=True)
@@ -393,7 +393,7 @@ def test_a_phased_clock_finds_each_phase_not_yet_started(
 
     monkeypatch.setattr(mx, "async_eval", counting_async_eval)
     generator = SpeculativeGenerator(
-        small_pair.target, small_pair.drafter, SamplerConfig(temperature=0.7)
+        small_pair.target, small_pair.require_drafter(), SamplerConfig(temperature=0.7)
     )
     list(generator.generate([1, 2, 3], 12, seed=2, clock=RoundClock(phased=True)))
     assert launched == []

@@ -277,8 +277,8 @@ def test_bad_eos_token_ids_are_named(settings: dict[str, Any], pattern: str) -> 
 def test_a_missing_model_is_named() -> None:
     target, _ = _pair()
     with pytest.raises(TypeError, match=r"^drafter must be a model.*got NoneType"):
-        SpeculativeGenerator(target, None, GREEDY)
+        SpeculativeGenerator(target, None, GREEDY)  # type: ignore[arg-type]  # the refusal
     with pytest.raises(TypeError, match=r"^target must be a model.*got NoneType"):
-        SpeculativeGenerator(None, target, GREEDY)
+        SpeculativeGenerator(None, target, GREEDY)  # type: ignore[arg-type]  # the refusal
     with pytest.raises(TypeError, match=r"^target must be a model"):
         list(target_only_generate(None, PROMPT, GREEDY, 4))

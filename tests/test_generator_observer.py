@@ -27,10 +27,10 @@ def test_observations_replay_and_tile_the_stream(temperature: float) -> None:
     pair = load_pair()
     seen: list[RoundObservation] = []
     generator = SpeculativeGenerator(
-        pair.target, pair.drafter, SamplerConfig(temperature=temperature),
+        pair.target, pair.require_drafter(), SamplerConfig(temperature=temperature),
         num_draft_tokens=3,
     )
-    prompt = pair.tokenizer.encode("ROMEO:")
+    prompt = pair.require_tokenizer().encode("ROMEO:")
     run = generator.generate(prompt, 40, seed=3, observer=seen.append)
     stream = [t for block in run for t in block]
     assert [t for o in seen for t in o.emitted] == stream

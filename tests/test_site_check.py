@@ -37,7 +37,16 @@ BODY = """<p>Rejection sampling emits <span class="math notranslate">\\(p\\)</sp
 <img src="_static/plot.png" alt="a plot">"""
 
 
-def write_site(root: Path, head: str = HEAD, body: str = BODY, css: str = "") -> Path:
+SCROLLING_MATH = """mjx-container[display="true"] {
+  overflow-x: auto;
+  background: linear-gradient(to right, white, transparent) left / 2rem 100% no-repeat local,
+    radial-gradient(farthest-side at 0 50%, grey, transparent) left / 1rem 100% no-repeat scroll;
+}
+"""
+
+
+def write_site(root: Path, head: str = HEAD, body: str = BODY,
+               css: str = SCROLLING_MATH) -> Path:
     (root / "_static" / "mathjax").mkdir(parents=True)
     (root / "_static" / "mathjax" / "tex-chtml.js").write_text("// MathJax\n")
     (root / "_static" / "plot.png").write_bytes(b"\x89PNG")
@@ -84,7 +93,7 @@ def test_a_resource_from_outside_fails(tmp_path: Path, planted: str) -> None:
     "css", ['@import "https://example.org/theme.css";', "body { background: url(/bg.png) }"]
 )
 def test_a_stylesheet_loading_from_outside_fails(tmp_path: Path, css: str) -> None:
-    problems = check_site.site_problems(write_site(tmp_path, css=css))
+    problems = check_site.site_problems(write_site(tmp_path, css=SCROLLING_MATH + css))
     assert len(problems) == 1, problems
     assert problems[0].startswith("_static/site.css: ")
 
@@ -126,7 +135,8 @@ def test_raw_tex_in_the_title_fails(tmp_path: Path) -> None:
 
 
 def test_math_without_mathjax_fails(tmp_path: Path) -> None:
-    problems = check_site.site_problems(write_site(tmp_path, head=""))
+    stylesheet_only = '<link rel="stylesheet" href="_static/site.css">'
+    problems = check_site.site_problems(write_site(tmp_path, head=stylesheet_only))
     assert problems == ["index.html: has math but loads no MathJax from the build directory"]
 
 
@@ -149,3 +159,24 @@ def test_a_link_to_a_vector_file_the_build_lacks_fails(tmp_path: Path) -> None:
     (root / "spec" / "vectors").mkdir(parents=True)
     (root / "spec" / "vectors" / "x.json").write_text("{}")
     assert check_site.site_problems(root) == []
+
+
+@pytest.mark.parametrize("css", [
+    "",  # nothing: a wide equation is cut off at the column's edge
+    'mjx-container[display="true"] { overflow-x: auto; }',  # scrolls, with no cue
+    "@media (max-width: 48em) {\n" + SCROLLING_MATH + "}\n",  # at phone widths only
+    SCROLLING_MATH.replace("mjx-container", "mjx-math"),  # another element
+])
+def test_display_math_that_can_be_cut_off_fails(tmp_path: Path, css: str) -> None:
+    problems = check_site.site_problems(write_site(tmp_path, css=css))
+    assert len(problems) == 1 and "no stylesheet lets an equation scroll" in problems[0]
+
+
+def test_a_page_with_inline_math_only_needs_no_scrolling_rule(tmp_path: Path) -> None:
+    body = '<p>Emits <span class="math notranslate">\\(p\\)</span> exactly.</p>'
+    assert check_site.site_problems(write_site(tmp_path, body=body, css="")) == []
+
+
+def test_the_site_stylesheet_lets_equations_scroll_with_a_cue() -> None:
+    css = (CHECKER.parent.parent / "docs" / "_static" / "site.css").read_text("utf-8")
+    assert check_site.scrolls_with_a_cue(css)

@@ -277,8 +277,8 @@ def test_its_constants_are_the_readers() -> None:
 
 def test_it_is_installed_as_a_top_level_module() -> None:
     project = (ROOT / "pyproject.toml").read_text("utf-8")
-    modules = re.search(r"^\[tool\.setuptools\]\npy-modules = \[(.*)\]$", project, re.MULTILINE)
-    assert modules is not None and '"specaccept_trace"' in modules.group(1)
+    modules = re.search(r"^only-include = \[(.*)\]$", project, re.MULTILINE)
+    assert modules is not None and '"impl/specaccept_trace.py"' in modules.group(1)
 
 
 SAMPLER_EDGES = [

@@ -297,7 +297,7 @@ def joint_with(*, longest_prefix: bool = True, weighted_residual: bool = True,
         later = np.concatenate([rejects_after[1:], np.ones(1, F32)])
         law = np.concatenate([rejects_after[:1], keep * later]).astype(F32)
         token = int(port.sample_from_distribution(rows, u[:, 1])[num])
-        return port.JointVerdict(num, token, law)
+        return port.BlockwiseVerdict(num, token, law)
 
     return verify
 

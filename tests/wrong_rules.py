@@ -14,8 +14,8 @@ import mlx.core as mx
 
 from specaccept import (
     AcceptanceRule,
-    BlockVerdict,
-    JointVerdict,
+    BlockwiseVerdict,
+    TokenwiseVerdict,
     accept_draft_token,
     sample_from_distribution,
 )
@@ -30,7 +30,7 @@ def resample_from_p_verify_tokenwise(
     draft_probs: mx.array | None,
     draft_tokens: mx.array,
     uniforms: mx.array,
-) -> BlockVerdict:
+) -> TokenwiseVerdict:
     """`verify_tokenwise` with the naive mistake: on rejection draw from p, not relu(p - q)."""
     assert draft_probs is not None, "the broken rule is the stochastic one"
     del rule
@@ -40,7 +40,7 @@ def resample_from_p_verify_tokenwise(
     emitted = mx.where(accepted, draft_tokens.astype(mx.int32), replacement)
     bonus = sample_from_distribution(target_probs[k:], uniforms[k:, 1])
     num_accepted = mx.cumprod(accepted.astype(mx.int32)).sum().astype(mx.int32)
-    return BlockVerdict(num_accepted, mx.concatenate([emitted, bonus])[num_accepted])
+    return TokenwiseVerdict(num_accepted, mx.concatenate([emitted, bonus])[num_accepted])
 
 
 def joint_verification(
@@ -48,7 +48,7 @@ def joint_verification(
     longest_prefix: bool = True,
     weighted_residual: bool = True,
     last_keep_is_weight: bool = True,
-) -> Callable[[mx.array, mx.array, mx.array, mx.array], JointVerdict]:
+) -> Callable[[mx.array, mx.array, mx.array, mx.array], BlockwiseVerdict]:
     """`verify_blockwise` rewritten with three switches, each one a shipped mistake.
 
     All switches on is the library's rule (tests/test_core_chisquare.py pins that it returns
@@ -60,7 +60,7 @@ def joint_verification(
     def verify(
         target_probs: mx.array, draft_probs: mx.array, draft_tokens: mx.array,
         uniforms: mx.array,
-    ) -> JointVerdict:
+    ) -> BlockwiseVerdict:
         k = draft_tokens.shape[0]
         drafted = draft_tokens.astype(mx.int32)[:, None]
         p_drafted = mx.take_along_axis(target_probs[:k], drafted, axis=-1)[:, 0]
@@ -88,6 +88,6 @@ def joint_verification(
             target_probs[k:],
         ])
         next_token = sample_from_distribution(rows, uniforms[:, 1])[num_accepted]
-        return JointVerdict(num_accepted, next_token, mx.zeros((k + 1,), dtype=mx.float32))
+        return BlockwiseVerdict(num_accepted, next_token, mx.zeros((k + 1,), dtype=mx.float32))
 
     return verify

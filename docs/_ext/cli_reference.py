@@ -112,6 +112,8 @@ def reference_markdown(parser: argparse.ArgumentParser) -> list[str]:
             lines += ["| Option | Default | Meaning |", "| ------ | ------- | ------- |"]
             lines += [f"| {cell(f)} | {cell(d)} | {cell(h)} |" for f, d, h in rows]
             lines.append("")
+        if command.epilog:  # what --help prints after the options (generate's summary line)
+            lines += ["```text", *command.epilog.splitlines(), "```", ""]
     return lines
 
 

@@ -584,14 +584,14 @@ def prefix_weights(p_drafted: Array, q_drafted: Array) -> Array:
     return np.where(dead, F32(0), np.exp(log_weights)).astype(F32)
 
 
-class JointVerdict(NamedTuple):
+class BlockwiseVerdict(NamedTuple):
     num_accepted: int
     next_token: int
     accepted_length_law: Array
 
 
 def verify_blockwise(target_probs: object, draft_probs: object, draft_tokens: object,
-                          uniforms: object) -> JointVerdict:
+                          uniforms: object) -> BlockwiseVerdict:
     target = require_probabilities("target_probs", target_probs, (2,))
     draft = require_probabilities("draft_probs", draft_probs, (2,))
     tokens_in = require_array("draft_tokens", draft_tokens)
@@ -632,7 +632,7 @@ def verify_blockwise(target_probs: object, draft_probs: object, draft_tokens: ob
     rejects_after = np.cumprod((F32(1) - keep)[::-1], dtype=F32)[::-1]
     later = np.concatenate([rejects_after[1:], np.ones(1, F32)])
     law = np.concatenate([rejects_after[:1], keep * later]).astype(F32)
-    return JointVerdict(num_accepted, int(candidates[num_accepted]), law)
+    return BlockwiseVerdict(num_accepted, int(candidates[num_accepted]), law)
 
 
 # --- rewind_trim (spec/rewind_trim.md) -----------------------------------------------------

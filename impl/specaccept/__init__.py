@@ -7,9 +7,12 @@ loading) is the thin imperative shell over it; `specaccept.cli` is the `specacce
 command. The public API is re-exported here.
 """
 
+import warnings
+from typing import TYPE_CHECKING
+
 from specaccept.core.acceptance import (
     AcceptanceRule,
-    BlockVerdict,
+    TokenwiseVerdict,
     Verdict,
     accept_draft_token,
     acceptance_rule,
@@ -20,7 +23,7 @@ from specaccept.core.acceptance import (
 )
 from specaccept.core.batch import BatchVerdict, batch_uniforms, verify_batch
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
-from specaccept.core.joint import JointVerdict, verify_blockwise
+from specaccept.core.joint import BlockwiseVerdict, verify_blockwise
 from specaccept.core.rewind import RewindPlan, rewind_trim
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import (
@@ -53,7 +56,7 @@ from specaccept.shell.generator import (
     SpeculativeRun,
 )
 from specaccept.shell.guards import NonFiniteLogitsError
-from specaccept.shell.loading import ModelPair, load_model, load_pair
+from specaccept.shell.loading import MissingExtraError, ModelPair, load_model, load_pair
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 from specaccept.shell.stats import SpeculativeStats
 from specaccept.shell.target_only import target_only_generate
@@ -66,10 +69,10 @@ __all__ = [
     "UNIFORM_GRID_SIZE",
     "AcceptanceRule",
     "BatchVerdict",
-    "BlockVerdict",
+    "BlockwiseVerdict",
     "CacheInvariantError",
     "ClosedForms",
-    "JointVerdict",
+    "MissingExtraError",
     "ModelPair",
     "NonFiniteLogitsError",
     "RewindPlan",
@@ -80,6 +83,7 @@ __all__ = [
     "SpeculativeGenerator",
     "SpeculativeRun",
     "SpeculativeStats",
+    "TokenwiseVerdict",
     "TreeScheme",
     "TreeVerdict",
     "Verdict",
@@ -110,3 +114,21 @@ __all__ = [
     "verify_tree",
     "without_replacement_siblings_acceptance",
 ]
+
+
+# The names these verdicts had up to 0.2, when `verify_tokenwise` returned a "BlockVerdict"
+# and `verify_blockwise` a "JointVerdict": kept, with a DeprecationWarning, for one release.
+_deprecated_names = {"BlockVerdict": "TokenwiseVerdict", "JointVerdict": "BlockwiseVerdict"}
+"""Each deprecated name, with the name that replaces it."""
+
+if TYPE_CHECKING:
+    BlockVerdict = TokenwiseVerdict
+    JointVerdict = BlockwiseVerdict
+else:
+
+    def __getattr__(name: str) -> object:
+        if name in _deprecated_names:
+            warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated_names[name]}",
+                          DeprecationWarning, stacklevel=2)
+            return globals()[_deprecated_names[name]]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,29 +7,99 @@ One module per subcommand, each registering its own options; what they share liv
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shlex
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
+import specaccept
 from specaccept.cli import bench, conform, generate, options, table, vectors
 from specaccept.shell.guards import NonFiniteLogitsError
+from specaccept.shell.loading import (
+    SHELL_EXTRA_INSTALL,
+    SHELL_EXTRA_MODULES,
+    MissingExtraError,
+    require_shell_extra,
+)
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "NEEDS_MODELS", "DefaultsShownFormatter", "DefaultsShownParser", "build_parser", "main",
+    "shown_default", "version_line",
+]
+
+
+class DefaultsShownFormatter(argparse.HelpFormatter):
+    """--help with each option's default after its help, as the site's CLI reference shows
+    it: no default for a flag, None, or a help text that states its own."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Wrap a description or epilog as argparse does, except that a text whose lines
+        after the first are indented (a table of fields) keeps its lines as written."""
+        if "\n  " in text:
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0
+                or action.default in (None, argparse.SUPPRESS) or "default" in text.lower()):
+            return text
+        shown = shown_default(action.default).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def shown_default(value: object) -> str:
+    """A default as typed on a command line: a list space-separated, a string with a newline
+    or edge spaces as a JSON string."""
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value))
+    if isinstance(value, str) and (value == "" or value != " ".join(value.split())):
+        return json.dumps(value)
+    return str(value)
+
+
+class DefaultsShownParser(argparse.ArgumentParser):
+    """An ArgumentParser whose --help shows defaults; its subcommands' parsers inherit it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsShownFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `specaccept` command."""
-    parser = argparse.ArgumentParser(
+    parser = DefaultsShownParser(
         prog="specaccept",
         description="Lossless speculative decoding on MLX: run it, measure it, benchmark it.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at info on stderr")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the versions of specaccept, MLX and mlx-lm, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     for subcommand in (generate, table, bench, vectors, conform):
         subcommand.add_parser(commands)
     return parser
+
+
+def version_line() -> str:
+    """specaccept's version and those of the MLX and mlx-lm it runs on."""
+    def installed(distribution: str) -> str:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"specaccept {specaccept.__version__} (mlx {installed('mlx')}, "
+            f"mlx-lm {installed('mlx-lm')})")
+
+
+NEEDS_MODELS = frozenset({"generate", "table", "bench"})
+"""The subcommands that run models, and so need the `shell` extra (`conform` does when it
+records)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,8 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr, format="%(name)s: %(message)s",
     )
     try:
+        if args.command in NEEDS_MODELS or getattr(args, "record", None):
+            require_shell_extra(f"specaccept {args.command}")
         status: int = args.handler(args)
         sys.stdout.flush()
+    except MissingExtraError as error:
+        parser.exit(2, f"specaccept: error: {error}\n")
+    except ModuleNotFoundError as error:
+        # A path that imports the extra lazily and escaped the check above: the same line.
+        if (error.name or "").partition(".")[0] not in SHELL_EXTRA_MODULES:
+            raise
+        parser.exit(2, f"specaccept: error: specaccept {args.command} needs {error.name}, "
+                    f"not installed: {SHELL_EXTRA_INSTALL}\n")
     except NonFiniteLogitsError as error:
         # A model failed mid-run, not the caller: its own status, not a usage error's 2.
         sys.stderr.write(f"specaccept: error: {error}\n")

@@ -87,8 +87,10 @@ def add_parser(commands: Any) -> None:
     )
     add_run_arguments(bench, tokens=200, measures=True)
     add_sampler_arguments(bench)
-    bench.add_argument("--repeats", type=positive_int, default=5)
-    bench.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    bench.add_argument("--repeats", type=positive_int, default=5,
+                       help="timed repeats of every arm, interleaved, after one warm-up repeat "
+                       "that is discarded; the results are medians over them")
+    bench.add_argument("-p", "--prompt", default=DEFAULT_PROMPT, help="the prompt every run reads")
     bench.add_argument(
         "--json", dest="json_path", type=output_path, help="also write the results to this file"
     )

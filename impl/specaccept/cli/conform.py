@@ -107,7 +107,7 @@ def add_parser(commands: Any) -> None:
     )
     record.add_argument("--record", choices=("specaccept", "mlx-lm"),
                         help="the engine to run and trace")
-    record.add_argument("-p", "--prompt", default=DEFAULT_PROMPT)
+    record.add_argument("-p", "--prompt", default=DEFAULT_PROMPT, help="the recorded run's prompt")
     record.add_argument("--rule", choices=("auto", "stochastic", "sampler-match", "block"),
                         default="auto", help="specaccept's rule (mlx-lm has only sampler-match)")
     record.add_argument("--time", action="store_true",

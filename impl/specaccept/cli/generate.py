@@ -27,10 +27,33 @@ EXIT_INTERRUPTED = 130
 """128 + SIGINT: the status a shell reports for a command stopped by Ctrl-C."""
 
 
+SUMMARY_FIELDS = """\
+The summary line a chain run ends with ([Speculative acceptance]):
+  rounds                   drafting rounds: up to k drafts, then one target forward
+  proposed                 drafts proposed, k a round (fewer in a last, short round)
+  positions_tested         drafts the rule tested: those up to and including the first
+                           rejection (the ones behind it are never tested), so it is
+                           below proposed whenever a round rejects before its last draft
+  accepted                 drafts kept
+  per_position_acceptance  accepted / positions_tested: hold it against
+                           closed_form_sum_min under stochastic, closed_form_sum_prod
+                           under sampler-match
+  acceptance_rate          accepted / proposed, lower than the above because untested
+                           drafts count against it
+  mean_accepted_len        accepted / rounds: hold it against closed_form_accepted_len
+With --diag, per tested position or per round given the round's drafts:
+  closed_form_sum_min      sum_x min(p, q): the stochastic rule's acceptance
+  closed_form_sum_prod     sum_x p q: sampler-match's acceptance
+  closed_form_accepted_len E[accepted | drafts] under the rule that ran, per round
+  closed_form_block        E[accepted | drafts] under block verification, per round
+A tree run ends with [Tree speculation] (nodes for positions) and a --no-draft run with
+[Target only]; every run then prints generated=, seconds= and tokens_per_second=."""
+
+
 def add_parser(commands: Any) -> None:
     """Register `generate` on the subparsers action `commands`."""
     generate: argparse.ArgumentParser = commands.add_parser(
-        "generate", help="generate text speculatively"
+        "generate", help="generate text speculatively", epilog=SUMMARY_FIELDS,
     )
     add_model_arguments(generate)
     generate.add_argument("-p", "--prompt", default=DEFAULT_PROMPT, help="the prompt")
@@ -63,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
     config = sampler_config(args)
     tree = tree_options(args)
+    if args.no_draft and (args.diag or args.check_caches):
+        flag = "--diag" if args.diag else "--check-caches"
+        raise ValueError(f"--no-draft does not combine with {flag}: it reports on the drafts "
+                         "and the drafter's cache, and a target-only run has neither")
     pair = load_pair(args.model, args.draft_model, with_drafter=not args.no_draft)
-    tokenizer = pair.tokenizer
+    tokenizer = pair.require_tokenizer()
     prompt = encode_prompt(tokenizer, args.prompt, chat_template=args.chat_template)
     eos = frozenset(int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ())
     detokenizer = tokenizer.detokenizer
@@ -126,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     detokenizer.finalize()
     out.write(detokenizer.last_segment + "\n")
     print(run.stats.summary_line() if run is not None else "[Target only] no drafter")
+    if args.check_caches and run is not None and not interrupted:
+        # Silence would read as "not checked": a failed check raises before this line.
+        print(f"[Cache check] passed: both cache offsets matched after each of the "
+              f"{run.stats.rounds} rounds")
     rate = count / elapsed if elapsed > 0 else 0.0
     ending = " interrupted=true" if interrupted else ""
     print(f"generated={count} seconds={elapsed:.3f} tokens_per_second={rate:.2f}{ending}")

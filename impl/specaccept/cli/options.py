@@ -12,12 +12,14 @@ import shlex
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from tqdm import tqdm
 
 from specaccept.core.sampler_config import SamplerConfig
+
+if TYPE_CHECKING:  # tqdm comes with the `shell` extra; `vectors` and `conform` run without it
+    from tqdm import tqdm
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -169,7 +171,7 @@ def add_run_arguments(
     """-n/--max-tokens, --seed and --num-draft-tokens; a measurement needs -n >= 1."""
     parser.add_argument(
         "-n", "--max-tokens", type=positive_int if measures else non_negative_int,
-        default=tokens, help="tokens to generate (per prompt, for table)",
+        default=tokens, help="tokens each run generates",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="the run's seed (table: seed + prompt index, bench: seed + repeat)")
@@ -275,6 +277,8 @@ def mlx_version() -> str:
 
 def progress_bar(total: int, label: str, *, quiet: bool = False) -> tqdm[Any]:
     """A tqdm bar on stderr; off when stderr is not a terminal or `quiet` (e.g. --json)."""
+    from tqdm import tqdm
+
     return tqdm(
         total=total, desc=label, file=sys.stderr, leave=False, dynamic_ncols=True,
         disable=quiet or not sys.stderr.isatty(),

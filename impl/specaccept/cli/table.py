@@ -105,9 +105,12 @@ def add_parser(commands: Any) -> None:
     add_run_arguments(table, tokens=200, measures=True)
     add_sampler_arguments(table, with_temp=False)
     table.add_argument(
-        "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5]
+        "--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0, 1.5],
+        help="the temperatures to measure, each with every rule; at 0 every rule is "
+        "greedy-argmax, run once",
     )
-    table.add_argument("--prompts", nargs="+", default=None, help="default: built-in prompts")
+    table.add_argument("--prompts", nargs="+", default=None,
+                       help="the prompts, each run on its own (default: built-in prompts)")
     table.add_argument(
         "--rules", nargs="+", choices=RULES, default=list(RULES),
         help="the rules to measure, on the same prompts and seeds",
@@ -161,13 +164,22 @@ def measure_rows(args: argparse.Namespace) -> list[TableRow]:
     rows = []
     for temperature in args.temperatures:
         config = sampler_config(args, temperature=temperature)
+        # At temperature 0 every requested rule runs greedy-argmax: the same runs, bit for
+        # bit, so they run once and each requested rule's row reads them.
+        measured: dict[AcceptanceRule, SpeculativeStats] = {}
         for requested in args.rules:
             generator = SpeculativeGenerator(
-                pair.target, pair.drafter, config, num_draft_tokens=args.num_draft_tokens,
+                pair.target, pair.require_drafter(), config, num_draft_tokens=args.num_draft_tokens,
                 rule=requested, diagnostics=True,
             )
-            pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
             runs = [prompt for _ in range(args.repeats) for prompt in encoded]
+            if generator.acceptance_rule in measured:
+                pooled = measured[generator.acceptance_rule]
+                progress.update(len(runs))
+                runs = []
+            else:
+                pooled = SpeculativeStats(generator.acceptance_rule, diagnostics=True)
+                measured[generator.acceptance_rule] = pooled
             for run_number, prompt in enumerate(runs):
                 generation = generator.generate(
                     prompt, args.max_tokens, seed=args.seed + run_number
@@ -239,7 +251,7 @@ def measure_tree_rows(
     rows = []
     for temperature in args.temperatures:
         generator = TreeSpeculativeGenerator(
-            pair.target, pair.drafter, sampler_config(args, temperature=temperature),
+            pair.target, pair.require_drafter(), sampler_config(args, temperature=temperature),
             width=width, depth=depth, scheme=scheme, diagnostics=True)
         pooled = TreeStats(scheme, width, depth, diagnostics=True)
         for run_number, prompt in enumerate(runs):
@@ -297,8 +309,15 @@ def render_tree_markdown(rows: list[TreeTableRow]) -> str:
 
 
 def render_markdown(rows: list[TableRow]) -> str:
-    """The rows as two Markdown tables: per position, then per round."""
+    """The rows as two Markdown tables: per position, then per round; a rule that ran for
+    several requested rules (greedy-argmax at temperature 0) is shown once."""
+    firsts = {(r.temperature, r.rule): r for r in reversed(rows)}
+    shared = sorted({r.temperature for r in rows if firsts[(r.temperature, r.rule)] is not r})
+    rows = [r for r in rows if firsts[(r.temperature, r.rule)] is r]
     lines = [
+        *([f"At temperature {', '.join(f'{t:g}' for t in shared)} every requested rule ran "
+           "as the same rule (greedy-argmax at 0): one set of runs, shown once.", ""]
+          if shared else []),
         "Per position (the rules that decide each position alone):",
         "",
         "| temperature | rule | closed_form_sum_min | closed_form_sum_prod | ratio "

@@ -30,7 +30,10 @@ from typing import Any, TextIO
 
 from specaccept.shell.rule_choice import BLOCK_VERIFY_ENV, STOCHASTIC_ACCEPT_ENV
 
-__all__ = ["FileReport", "add_parser", "answer_mismatch", "check_port", "default_vectors_dir"]
+__all__ = [
+    "FileReport", "add_parser", "answer_mismatch", "check_port", "default_vectors_dir",
+    "numpy_port_command",
+]
 
 
 @dataclass
@@ -60,10 +63,15 @@ def add_parser(commands: Any) -> None:
         "JSON line back per vector, and report per file the cases, passed and failed, and the "
         "first mismatch with both values. Exit status 0 when every vector passes, 1 otherwise.",
     )
-    check.add_argument("--port", required=True, metavar="CMD",
-                       help="the port's command line, split like a shell does (no shell runs)")
+    port = check.add_mutually_exclusive_group(required=True)
+    port.add_argument("--port", metavar="CMD",
+                      help="the port's command line, split like a shell does (no shell runs)")
+    port.add_argument("--numpy-port", action="store_true",
+                      help="replay through the NumPy port that ships with specaccept "
+                      "(examples/numpy_port of the repository)")
     check.add_argument("--vectors", type=Path, default=None, metavar="DIR",
-                       help="the vectors folder (default: spec/vectors of this checkout)")
+                       help="the vectors folder (default: the golden vectors installed with "
+                       "specaccept, else spec/vectors of the checkout or the current folder)")
     check.add_argument("--timeout", type=float, default=60.0, metavar="S",
                        help="seconds to wait for each answer (default: 60)")
     check.add_argument("--all-mismatches", action="store_true",
@@ -71,13 +79,30 @@ def add_parser(commands: Any) -> None:
     check.set_defaults(handler=run_check)
 
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+"""The installed `specaccept` package; in a checkout, impl/specaccept."""
+
+
 def default_vectors_dir() -> Path:
-    """spec/vectors of the current directory, else of the checkout this package lives in."""
-    for candidate in (Path.cwd() / "spec" / "vectors",
-                      Path(__file__).resolve().parents[3] / "spec" / "vectors"):
+    """The golden vectors the wheel installs, else spec/vectors of the checkout this package
+    lives in, else of the current directory."""
+    for candidate in (PACKAGE_DIR / "golden_vectors",
+                      PACKAGE_DIR.parents[1] / "spec" / "vectors",
+                      Path.cwd() / "spec" / "vectors"):
         if candidate.is_dir():
             return candidate
-    raise ValueError("no spec/vectors folder here or in this checkout: pass --vectors DIR")
+    raise ValueError("no golden vectors installed with specaccept, and no spec/vectors folder "
+                     "in this checkout or here: pass --vectors DIR")
+
+
+def numpy_port_command() -> str:
+    """The command line of the NumPy port: the copy the wheel installs, else the checkout's."""
+    for candidate in (PACKAGE_DIR / "numpy_port" / "serve.py",
+                      PACKAGE_DIR.parents[1] / "examples" / "numpy_port" / "serve.py"):
+        if candidate.is_file():
+            return shlex.join([sys.executable, str(candidate)])
+    raise ValueError("--numpy-port: the NumPy port is neither installed with specaccept nor in "
+                     "this checkout (examples/numpy_port/serve.py); pass --port CMD")
 
 
 def load_files(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -462,7 +487,8 @@ def run_check(args: argparse.Namespace) -> int:
         raise ValueError(f"--vectors {directory}: no such folder")
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        reports, stopped = check_port(args.port, directory, args.timeout)
+        port = numpy_port_command() if args.numpy_port else args.port
+        reports, stopped = check_port(port, directory, args.timeout)
     finally:
         signal.signal(signal.SIGTERM, previous)
     return print_reports(reports, stopped, args.all_mismatches, sys.stdout)

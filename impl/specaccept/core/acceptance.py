@@ -7,7 +7,8 @@ the draft token t was drawn from, u a uniform in [0, 1).
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+import warnings
+from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
@@ -18,7 +19,7 @@ from specaccept.core.validation import Scalar
 
 __all__ = [
     "AcceptanceRule",
-    "BlockVerdict",
+    "TokenwiseVerdict",
     "Verdict",
     "accept_draft_token",
     "acceptance_rule",
@@ -294,7 +295,7 @@ def verify_draft_token(
     return _verify(rule, p, q, ids, ua, us)
 
 
-class BlockVerdict(NamedTuple):
+class TokenwiseVerdict(NamedTuple):
     """The outcome of a round: emit ``draft_tokens[:num_accepted] + [next_token]``."""
 
     num_accepted: mx.array
@@ -309,7 +310,7 @@ def verify_tokenwise(
     draft_probs: mx.array | None,
     draft_tokens: mx.array,
     uniforms: mx.array,
-) -> BlockVerdict:
+) -> TokenwiseVerdict:
     """Verify a whole round of k drafts with array ops only (one evaluation for the caller).
 
     Row i of `target_probs` is the target's distribution after the prefix plus
@@ -367,4 +368,21 @@ def verify_tokenwise(
     # Row num_accepted holds the replacement at the first rejection, or the bonus token;
     # an accepted row's candidate is never read.
     next_token = candidates[num_accepted]
-    return BlockVerdict(num_accepted, next_token)
+    return TokenwiseVerdict(num_accepted, next_token)
+
+
+# The names these verdicts had up to 0.2, when `verify_tokenwise` returned a "BlockVerdict"
+# and `verify_blockwise` a "JointVerdict": kept, with a DeprecationWarning, for one release.
+_deprecated_names = {"BlockVerdict": "TokenwiseVerdict"}
+"""Each deprecated name, with the name that replaces it."""
+
+if TYPE_CHECKING:
+    BlockVerdict = TokenwiseVerdict
+else:
+
+    def __getattr__(name: str) -> object:
+        if name in _deprecated_names:
+            warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated_names[name]}",
+                          DeprecationWarning, stacklevel=2)
+            return globals()[_deprecated_names[name]]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,17 +8,18 @@ each test reads the weight the whole prefix has earned.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import warnings
+from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
 from specaccept.core import validation
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["JointVerdict", "verify_blockwise"]
+__all__ = ["BlockwiseVerdict", "verify_blockwise"]
 
 
-class JointVerdict(NamedTuple):
+class BlockwiseVerdict(NamedTuple):
     """A jointly verified round: emit ``draft_tokens[:num_accepted] + [next_token]``."""
 
     num_accepted: mx.array
@@ -57,7 +58,7 @@ def verify_blockwise(
     draft_probs: mx.array,
     draft_tokens: mx.array,
     uniforms: mx.array,
-) -> JointVerdict:
+) -> BlockwiseVerdict:
     """Verify a round's k drafts jointly (block verification) with array ops only.
 
     With drafts X_1..X_k, target rows p_1..p_{k+1} and draft rows q_1..q_k (row i-1
@@ -142,4 +143,23 @@ def verify_blockwise(
     rejects_after = mx.cumprod((1.0 - keep_probability)[::-1])[::-1]  # Π_{j >= i} (1 - h_j)
     later_rejects = mx.concatenate([rejects_after[1:], mx.ones((1,), dtype=mx.float32)])
     law = mx.concatenate([rejects_after[:1], keep_probability * later_rejects])
-    return JointVerdict(num_accepted, next_token, law)
+    return BlockwiseVerdict(num_accepted, next_token, law)
+
+
+
+
+# The names these verdicts had up to 0.2, when `verify_tokenwise` returned a "BlockVerdict"
+# and `verify_blockwise` a "JointVerdict": kept, with a DeprecationWarning, for one release.
+_deprecated_names = {"JointVerdict": "BlockwiseVerdict"}
+"""Each deprecated name, with the name that replaces it."""
+
+if TYPE_CHECKING:
+    JointVerdict = BlockwiseVerdict
+else:
+
+    def __getattr__(name: str) -> object:
+        if name in _deprecated_names:
+            warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated_names[name]}",
+                          DeprecationWarning, stacklevel=2)
+            return globals()[_deprecated_names[name]]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -56,7 +56,7 @@ def acceptance_probability(rule: AcceptanceRule, p: mx.array, q: mx.array) -> mx
     q(argmax p), the chance the draft is the target's argmax. block: Σ min(p, q),
     what it accepts in a round of one draft, where it is modified rejection sampling;
     over k > 1 drafts its acceptance is not per position (see
-    `JointVerdict.accepted_length_law`).
+    `BlockwiseVerdict.accepted_length_law`).
 
     >>> import mlx.core as mx
     >>> p, q = mx.array([0.25, 0.75]), mx.array([0.5, 0.5])

@@ -6,14 +6,31 @@ Each names the argument and the bad value.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import mlx.core as mx
 
 __all__ = [
-    "check_eos_token_ids", "check_model", "check_prompt", "check_run_arguments",
-    "vocab_size_of",
+    "LanguageModel", "Tokenizer", "check_eos_token_ids", "check_model", "check_prompt",
+    "check_run_arguments", "vocab_size_of",
 ]
+
+
+class LanguageModel(Protocol):
+    """A causal language model as the generators call it, an mlx-lm model for one: token ids
+    ``[batch, n]`` and its KV cache in, logits ``[batch, n, vocabulary]`` out."""
+
+    def __call__(self, inputs: mx.array, /, cache: Any = None) -> mx.array: ...
+
+
+class Tokenizer(Protocol):
+    """What the commands read of a tokenizer; mlx-lm's `TokenizerWrapper` is one."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    @property
+    def detokenizer(self) -> Any:
+        """The streaming detokenizer, which has ``reset``, ``add_token`` and ``last_segment``."""
 
 
 def vocab_size_of(model: Any) -> int:
@@ -40,7 +57,12 @@ def check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
 
 
 def check_model(name: str, model: object) -> None:
-    """Refuse a model that cannot be called."""
+    """Refuse a model that cannot be called; a missing one (None) in words of its own."""
+    if model is None and name == "drafter":
+        raise TypeError(
+            "drafter must be a model, got NoneType: speculative decoding needs a drafter (a "
+            "pair loaded with_drafter=False has none; target_only_generate runs the target alone)"
+        )
     if not callable(model):
         raise TypeError(
             f"{name} must be a model, callable as model(tokens[None], cache=cache), "

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import mlx.core as mx
 
 from specaccept.core.acceptance import AcceptanceRule, verify_tokenwise
-from specaccept.core.joint import JointVerdict, verify_blockwise
+from specaccept.core.joint import BlockwiseVerdict, verify_blockwise
 from specaccept.core.randomness import round_uniforms
 from specaccept.core.rewind import rewind_trim
 from specaccept.core.sampler_config import SamplerConfig
@@ -34,6 +34,7 @@ from specaccept.core.sampling import (
     sample_token_with_distribution,
 )
 from specaccept.shell.arguments import (
+    LanguageModel,
     check_eos_token_ids,
     check_model,
     check_prompt,
@@ -287,8 +288,8 @@ class SpeculativeGenerator:
             history penalties or XTC always run the core functions.
     """
 
-    target: Any
-    drafter: Any
+    target: LanguageModel
+    drafter: LanguageModel
     target_config: SamplerConfig
     draft_config: SamplerConfig | None = None
     num_draft_tokens: int = 4
@@ -497,7 +498,7 @@ class SpeculativeGenerator:
         """The target's rows, the rule's verdict and the guard's codes, lazy."""
         rule = self.acceptance_rule
         needed_q = drafts.probs if rule.needs_proposal_distribution else None
-        joint: JointVerdict | None = None
+        joint: BlockwiseVerdict | None = None
         if self._fused is not None:
             verdict = self._fused.verify_round(
                 rule, target_logits, needed_q, drafts.tokens, uniforms

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
@@ -9,18 +10,78 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ModelPair", "load_model", "load_pair"]
+from specaccept.shell.arguments import LanguageModel, Tokenizer
+
+__all__ = [
+    "SHELL_EXTRA_INSTALL",
+    "MissingExtraError",
+    "ModelPair",
+    "load_model",
+    "load_pair",
+    "missing_shell_modules",
+    "require_shell_extra",
+]
+
+SHELL_EXTRA_INSTALL = "pip install 'specaccept[shell]'"
+"""The command that installs what running models needs (mlx-lm, tqdm)."""
+
+SHELL_EXTRA_MODULES = {"mlx_lm": "mlx-lm", "tqdm": "tqdm"}
+"""The importable modules of the `shell` extra, each with its distribution's name."""
+
+
+class MissingExtraError(ImportError):
+    """A feature needs a package of the `shell` extra that is not installed."""
+
+
+def missing_shell_modules() -> list[str]:
+    """The distributions of the `shell` extra that are not installed, by name."""
+    return [dist for module, dist in SHELL_EXTRA_MODULES.items()
+            if importlib.util.find_spec(module) is None]
+
+
+def require_shell_extra(feature: str) -> None:
+    """Refuse `feature` in one line naming the extra to install, unless the extra is there.
+
+    Raises:
+        MissingExtraError: mlx-lm or tqdm is not installed.
+    """
+    missing = missing_shell_modules()
+    if missing:
+        raise MissingExtraError(
+            f"{feature} needs {' and '.join(missing)}, not installed: {SHELL_EXTRA_INSTALL}")
 
 
 @dataclass(frozen=True)
 class ModelPair:
     """A target, its drafter (None for target-only runs) and their shared tokenizer."""
 
-    target: Any
-    drafter: Any | None
-    tokenizer: Any
+    target: LanguageModel
+    drafter: LanguageModel | None
+    tokenizer: Tokenizer | None
+    """None for a pair built in memory (`specaccept.shell.random_pairs`), which has none."""
     target_path: Path
     drafter_path: Path | None
+
+    def require_drafter(self) -> LanguageModel:
+        """The drafter, for a speculative generator.
+
+        Raises:
+            ValueError: the pair was loaded without one (``with_drafter=False``).
+        """
+        if self.drafter is None:
+            raise ValueError("this pair has no drafter (loaded with_drafter=False): a "
+                             "speculative run needs one; target_only_generate needs none")
+        return self.drafter
+
+    def require_tokenizer(self) -> Tokenizer:
+        """The tokenizer.
+
+        Raises:
+            ValueError: the pair was built in memory and has none.
+        """
+        if self.tokenizer is None:
+            raise ValueError("this pair has no tokenizer (built in memory): pass token ids")
+        return self.tokenizer
 
 
 def load_model(path: str | os.PathLike[str], *, role: str = "model") -> tuple[Any, Any]:
@@ -31,7 +92,9 @@ def load_model(path: str | os.PathLike[str], *, role: str = "model") -> tuple[An
             directory and what is wrong (no or malformed config.json, no or
             truncated weights, no tokenizer files, or mlx-lm's own refusal).
             specaccept never downloads weights: fetch them first (see the README).
+        MissingExtraError: mlx-lm is not installed (the `shell` extra).
     """
+    require_shell_extra("loading a model")
     directory = Path(path).expanduser()
     if not directory.is_dir():
         raise ValueError(

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import mlx.core as mx
 
 from specaccept.core.acceptance import AcceptanceRule
-from specaccept.core.joint import JointVerdict
+from specaccept.core.joint import BlockwiseVerdict
 from specaccept.core.theory import acceptance_closed_forms
 
 __all__ = ["RoundClosedForms", "SpeculativeStats", "round_closed_forms"]
@@ -154,7 +154,7 @@ class RoundClosedForms(NamedTuple):
 
 def round_closed_forms(
     rule: AcceptanceRule, target_probs: mx.array, draft_probs: mx.array,
-    draft_tokens: mx.array, joint: JointVerdict,
+    draft_tokens: mx.array, joint: BlockwiseVerdict,
 ) -> RoundClosedForms:
     """The closed forms of a round of k drafts; `joint` is `verify_blockwise` on its arrays.
 

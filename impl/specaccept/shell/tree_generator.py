@@ -45,7 +45,7 @@ from specaccept.core.tree import (
     verify_tree,
     without_replacement_siblings_acceptance,
 )
-from specaccept.shell.arguments import vocab_size_of
+from specaccept.shell.arguments import LanguageModel, check_model, vocab_size_of
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.guards import NonFiniteLogitsError
 from specaccept.shell.tree_attention import (
@@ -312,8 +312,8 @@ class TreeSpeculativeGenerator:
     law would read its own path, which one forward of the whole tree does not carry.
     """
 
-    target: Any
-    drafter: Any
+    target: LanguageModel
+    drafter: LanguageModel
     target_config: SamplerConfig
     draft_config: SamplerConfig | None = None
     width: int = 2
@@ -325,10 +325,9 @@ class TreeSpeculativeGenerator:
     prefill_step_size: int = 512
 
     def __post_init__(self) -> None:
+        check_model("target", self.target)
+        check_model("drafter", self.drafter)
         for name, model in (("target", self.target), ("drafter", self.drafter)):
-            if not callable(model):
-                raise TypeError(f"{name} must be a model, callable as model(tokens, cache="
-                                f"cache), got {type(model).__name__}")
             refusal = tree_forward_refusal(model)
             if refusal is not None:
                 raise ValueError(f"{name} cannot verify a tree in one forward: {refusal}")
