@@ -31,6 +31,7 @@ from specaccept.conformance import (
     replay,
     rewind,
     support,
+    written_stats,
 )
 from specaccept.conformance.checks import RunSpan, TraceChecker
 from specaccept.conformance.trace import TraceStream
@@ -148,7 +149,7 @@ def check_paths(paths: Sequence[str], jobs: int) -> TraceChecker:
 
 _STATES: dict[str, Any] = {
     cls.__name__: cls for module in (acceptance, batch, draftlaw, exact, fresh, history, law,
-                                     replay, rewind, support)
+                                     replay, rewind, support, written_stats)
     for cls in vars(module).values()
     if isinstance(cls, type) and hasattr(cls, "from_json") and cls.__module__ == module.__name__
 }
