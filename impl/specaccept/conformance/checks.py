@@ -169,8 +169,8 @@ class TraceChecker(State):
             ("draft-law", lambda: self.draft_law.result(alpha)),
             ("history", lambda: self.history.result(alpha, rows_scale)),
             ("batch", lambda: self.batch.result(alpha)),
-        ) + ((("stats", lambda: self.written_stats.result()),) if "compact" in self.header
-             else ())
+        ) + ((("stats", lambda: self.written_stats.result()),)
+             if self.header.get("compact") is not None else ())
         checks: list[CheckResult] = []
         if self.rounds or not self.tree_rounds:
             for label, run in runs:

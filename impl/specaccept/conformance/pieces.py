@@ -70,7 +70,7 @@ def check_piece(piece: Piece) -> TraceChecker:
     path, first, last = piece
     stream = TraceStream(path, first, last)
     header = {key: stream.header.get(key) for key in ("format", "version", "vocab_size",
-                                                      "engine")}
+                                                      "engine", "compact")}
     checker = TraceChecker(vocab_size=stream.vocab_size, header=header, source=path)
     opened: dict[str, int] = {}
     for round_ in stream:
