@@ -264,7 +264,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                     emitted = verify_stochastic(p, q, drafts, u, args.bug)
                 target_bytes, draft_bytes = target_logits.tobytes(), draft_logits.tobytes()
                 start, start_cpu = time.perf_counter(), time.thread_time()
-                laws = {"target_probs": p, "draft_probs": q} if compact is not None else {}
+                laws: dict[str, Any] = ({"target_probs": p, "draft_probs": q}
+                                        if compact is not None else {})
                 rows = request.run.keeps_rows(args.rule) if compact is not None else True
                 request.run.write_round(
                     rule=args.rule, draft_tokens=drafts, emitted=emitted,

@@ -19,8 +19,8 @@ from specaccept.conformance.bugs import BUG_CLASSES
 from specaccept.conformance.exact import State
 from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf
 from specaccept.conformance.positions import RoundFacts, claimed_rule
-from specaccept.conformance.trace import unit_hash
 from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import unit_hash
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = ["DRAFT_LAW_SEED", "DraftLawState"]

@@ -19,8 +19,8 @@ import numpy as np
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
 from specaccept.conformance.exact import State
 from specaccept.conformance.positions import Position, RoundFacts, qp_key, token_rule
-from specaccept.conformance.trace import unit_hash
 from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import unit_hash
 
 __all__ = [
     "BIN_CHOICES",

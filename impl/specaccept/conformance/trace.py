@@ -108,8 +108,8 @@ def keeps_rows(rule: object, run_id: str, index: int, full_rows_share: float) ->
     """Whether round `index` of run `run_id` of a compact trace holds its rows: every block
     round (its kept-length law reads every row), and the others whose
     ``unit_hash("rows", run_id, index)`` lies below the share."""
-    return (rule == AcceptanceRule.BLOCK.value or rule is AcceptanceRule.BLOCK
-            or unit_hash("rows", run_id, index) < full_rows_share)
+    return bool(rule == AcceptanceRule.BLOCK.value or rule is AcceptanceRule.BLOCK
+                or unit_hash("rows", run_id, index) < full_rows_share)
 
 
 class TraceError(ValueError):
@@ -223,7 +223,7 @@ class Round:
     def has_rows(self) -> bool:
         """False for a compact trace's round that holds its statistics alone (its
         `target_rows` then has no row)."""
-        return self.target_rows.shape[0] > 0
+        return bool(self.target_rows.shape[0] > 0)
 
 
 @dataclass

@@ -28,8 +28,8 @@ from specaccept.conformance.positions import RoundFacts, qp_key, token_rule
 from specaccept.conformance.report import CheckResult, Verdict
 from specaccept.conformance.trace import RoundStats
 
-__all__ = ["KEY_TOLERANCE", "RELATIVE_TOLERANCE", "STATS_TOLERANCE", "WrittenStatsState", "pit_bands",
-           "stats_disagreement"]
+__all__ = ["KEY_TOLERANCE", "RELATIVE_TOLERANCE", "STATS_TOLERANCE", "WrittenStatsState",
+           "pit_bands", "stats_disagreement"]
 
 STATS_TOLERANCE = 1e-6
 """The largest difference allowed between a written statistic and the one its rows give
@@ -74,7 +74,9 @@ def pit_bands(facts: RoundFacts) -> dict[str, Band]:
 
 
 def _near(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.abs(a - b) <= STATS_TOLERANCE + RELATIVE_TOLERANCE * np.maximum(abs(a), abs(b))
+    near: np.ndarray = np.abs(a - b) <= (STATS_TOLERANCE + RELATIVE_TOLERANCE
+                                         * np.maximum(np.abs(a), np.abs(b)))
+    return near
 
 
 def _discrete(stats: RoundStats) -> dict[str, tuple[np.ndarray, np.ndarray]]:
