@@ -278,3 +278,19 @@ def test_pieces_of_a_compact_trace_merge_to_one_pass(tmp_path: Path) -> None:
                 save_state(state, tmp_path / f"{i}.json.gz")
             states = [load_state(tmp_path / f"{i}.json.gz") for i in range(len(states))]
         assert _report(merge_states(states)) == whole, cuts
+
+
+def test_the_json_schema_accepts_a_compact_trace_and_refuses_stray_stats(
+    tmp_path: Path
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "spec" / "trace_format.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    lines = _lines(_engine(tmp_path / "c.jsonl", compact=0.3, rounds=4, runs=2))
+    for line in lines:
+        validator.validate(line)
+    bare = dict(lines[_first_round(lines, False)])
+    bare["stats"] = {**bare["stats"], "unknown": [0.0]}
+    assert not validator.is_valid(bare)
+    del bare["stats"]
+    assert not validator.is_valid(bare)  # neither rows nor statistics
