@@ -32,6 +32,8 @@ __all__ = [
     "prefix_weight",
     "read_cells",
     "round_facts",
+    "position_stats",
+    "qp_key",
     "round_stats",
     "token_rule",
     "unit_hash",
@@ -286,10 +288,12 @@ _POWER_MODEL_FIRST_ROUNDS = 2
 
 
 def models_power(round_: Round, vocab_size: int) -> bool:
-    """Whether the round's positions feed the power model (see `POWER_MODEL_VOCAB`); never
-    a compact round without rows (the model reads the laws)."""
+    """Whether the round's positions feed the power model (see `POWER_MODEL_VOCAB`): in a
+    compact trace its rounds with rows, and never one without (the model reads the laws)."""
     if not round_.has_rows:
         return False
+    if round_.stats is not None:
+        return True  # a compact trace's rounds with rows are a seeded share already
     if vocab_size <= POWER_MODEL_VOCAB or round_.index < _POWER_MODEL_FIRST_ROUNDS:
         return True
     return unit_hash("power", round_.run.id, round_.index) < POWER_MODEL_VOCAB / vocab_size

@@ -7,7 +7,8 @@ compared: a writer, or an engine handing it laws other than the rows it records,
 writes statistics which disagree fails here. The discrete facts the verdicts turn on
 (p(y) > 0, q(d) > 0, a residual with mass; q(d) <= p(d) and p(y) <= q(y) unless the two
 values tie within the tolerance) must agree, every value within `STATS_TOLERANCE` plus
-`RELATIVE_TOLERANCE` of its size. Zero tolerance: one disagreeing round fails.
+`RELATIVE_TOLERANCE` of its size (of the law's mass, 1, for a sum over the law). Zero
+tolerance: one disagreeing round fails.
 
 A PIT interval's lower end (the mass ordered before a token) is the one statistic that
 jumps: where the rows are logits, the engine's laws and the ones the reader rebuilds may
@@ -34,12 +35,15 @@ __all__ = ["KEY_TOLERANCE", "RELATIVE_TOLERANCE", "STATS_TOLERANCE", "WrittenSta
 STATS_TOLERANCE = 1e-6
 """The largest difference allowed between a written statistic and the one its rows give
 (sums over V in another order, laws rebuilt from logits by another library's exp)."""
-RELATIVE_TOLERANCE = 1e-5
-"""Laws rebuilt from logits by two libraries differ by more than an ulp: each divides by a
-float32 sum over V, summed in its own order."""
-KEY_TOLERANCE = 1e-5
-"""Tokens whose PIT keys lie within this relative distance may be ordered either way: two
-float32 laws a few ulps (about 1.2e-7 each) apart, and the ratio of two of them."""
+RELATIVE_TOLERANCE = 1e-4
+"""Laws rebuilt from logits by two libraries differ by far more than an ulp: each divides by
+a float32 sum over V, summed in its own order (measured: up to 3.5e-5 of a probability at
+V = 128,256 between the synthetic engine's NumPy softmax and the reader's MLX one)."""
+KEY_TOLERANCE = 3e-4
+"""Tokens whose PIT keys lie within this relative distance may be ordered either way: the
+key is p, q, or q / p, each of two laws `RELATIVE_TOLERANCE` apart."""
+_POINT_VALUES = ("p_token", "p_draft", "q_token", "q_at_argmax_p", "q_draft")
+"""The statistics that are one probability; the others are sums over a law."""
 
 _PIT_KEYS = ("pit_p", "pit_qp", "pit_q")
 Band = tuple[np.ndarray, np.ndarray]
@@ -73,9 +77,11 @@ def pit_bands(facts: RoundFacts) -> dict[str, Band]:
             for key, pairs in bands.items()}
 
 
-def _near(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    near: np.ndarray = np.abs(a - b) <= (STATS_TOLERANCE + RELATIVE_TOLERANCE
-                                         * np.maximum(np.abs(a), np.abs(b)))
+def _near(a: np.ndarray, b: np.ndarray, size: np.ndarray | float | None = None) -> np.ndarray:
+    """Within the tolerance of each other; `size` the scale of the relative part (default:
+    the larger of the two)."""
+    scale = np.maximum(np.abs(a), np.abs(b)) if size is None else size
+    near: np.ndarray = np.abs(a - b) <= STATS_TOLERANCE + RELATIVE_TOLERANCE * scale
     return near
 
 
@@ -108,14 +114,14 @@ def stats_disagreement(written: RoundStats, computed: RoundStats,
             return f"{item.name} holds {mine.size} values, the rows give {theirs.size}"
         if item.name in bands:
             low, high = bands[item.name]
-            slack = STATS_TOLERANCE + RELATIVE_TOLERANCE * high
+            slack = STATS_TOLERANCE + RELATIVE_TOLERANCE
             outside = (mine < low - slack) | (mine > high + slack)
             if outside.any():
                 i = int(np.flatnonzero(outside)[0])
                 return (f"{item.name}[{i}] = {float(mine[i])!r}, outside [{float(low[i])!r}, "
                         f"{float(high[i])!r}], what the rows allow")
             continue
-        far = ~_near(mine, theirs)
+        far = ~_near(mine, theirs, None if item.name in _POINT_VALUES else 1.0)
         if far.any():
             i = int(np.flatnonzero(far)[0])
             return (f"{item.name}[{i}] = {float(mine[i])!r}, the rows give "
