@@ -100,7 +100,8 @@ def size(args: argparse.Namespace) -> None:
             path = Path(tmp) / "compact.jsonl"
             compact = _write(path, vocab=vocab, rounds=args.rounds, runs=1, seed=0,
                              rule="stochastic", bug=None, compact=args.share)
-            bare, kept = [], []
+            bare: list[int] = []
+            kept: list[int] = []
             for raw in path.read_bytes().splitlines()[1:]:
                 record = json.loads(raw)
                 if "round" in record:
