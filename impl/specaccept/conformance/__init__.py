@@ -1,8 +1,8 @@
 """The conformance kit: read an engine's speculative-decoding trace, check it against the spec.
 
 `read_trace` parses a trace (``spec/trace_format.md``) and `check_trace` runs the chain
-checks (replay, fresh, support, acceptance, law, rewind, draft-law, history, batch), each in
-its own module, and on a trace's tree rounds the six tree checks of
+checks (replay, fresh, support, acceptance, law, rewind, draft-law, history, batch, and on a
+compact trace stats), each in its own module, and on a trace's tree rounds the six tree checks of
 `specaccept.conformance.tree_checks`. The kit
 reads only the core; the shell's `specaccept.shell.conformance` writes traces, of this
 library's generator and of mlx-lm's.
@@ -17,6 +17,7 @@ from specaccept.conformance.trace import (
     TRACE_VERSION,
     TRACE_VERSIONS,
     Round,
+    RoundStats,
     Run,
     Trace,
     TraceError,
@@ -37,6 +38,7 @@ __all__ = [
     "Outcome",
     "Power",
     "Round",
+    "RoundStats",
     "Run",
     "Trace",
     "TraceError",
