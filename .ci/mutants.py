@@ -59,6 +59,11 @@ NEW_CHECK_TESTS = "tests/test_conformance_drafter_history_batch.py"
 TREE_GENERATOR = "impl/specaccept/shell/tree_generator.py"
 TREE_CHECKS = "impl/specaccept/conformance/tree_checks.py"
 TREE_CONFORMANCE_TESTS = "tests/test_conformance_tree.py"
+CONFORMANCE_FRESH = "impl/specaccept/conformance/fresh.py"
+CONFORMANCE_CHECKS = "impl/specaccept/conformance/checks.py"
+CONFORMANCE_EXACT = "impl/specaccept/conformance/exact.py"
+CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
+PIECES_TESTS = "tests/test_conformance_pieces.py"
 
 
 @dataclass(frozen=True)
@@ -864,6 +869,14 @@ MUTANTS: tuple[Mutant, ...] = (
         scope="_position_word",
     ),
     mutant(
+        "seed-high-bits-dropped", RANDOMNESS,
+        "return splitmix64(splitmix64(seed) ^ (SLOTS * position + slot))",
+        "return splitmix64(splitmix64(seed & 0xFFFFFFFF) ^ (SLOTS * position + slot))",
+        "the seed folded to its low 32 bits: requests whose seeds differ only in the high bits "
+        "read the same coins, so a batch's requests are no longer independent",
+        first_tests=("tests/test_batch_verification.py",), scope="_position_word",
+    ),
+    mutant(
         "uniform-half-range", RANDOMNESS,
         "return (word >> (64 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
         "return (word >> (65 - UNIFORM_BITS)) / float(1 << UNIFORM_BITS)",
@@ -937,6 +950,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "return residual_distribution(p, q)",
         "a placeholder's replacement drawn from relu(p - q) as for a rejected draft: the "
         "output law is biased, since nothing was drawn from q there", scope="_replacement_rows"
+    ),
+    mutant(
+        "grammar-force-reject-to-masked-target", ACCEPTANCE,
+        "return mx.where(ids.valid[..., None], residual_distribution(p, q), p)",
+        "return mx.where(mx.logical_and(ids.valid, _at(p, ids.clamped) > 0)[..., None], "
+        "residual_distribution(p, q), p)",
+        "a draft the (grammar-masked) target excludes force-rejected and replaced by a draw "
+        "from p, not the residual: with p = (.5, .5, 0) and q = (.1, .3, .6) it emits "
+        "(.4, .6, 0), total variation 1/10 (proofs/grammar_constrained.md)",
+        first_tests=("proofs/test_grammar_constrained.py",), scope="_replacement_rows",
     ),
     mutant(
         "greedy-placeholder-accepted", ACCEPTANCE,
@@ -1346,5 +1369,63 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_the_batch_field_is_read_checked_and_refused_where_it_cannot_be",
         ),
         scope="_Reader._batch",
+    ),
+    # --- checking in pieces: merges that must equal one pass --------------------------
+    mutant(
+        "fresh-merge-misses-rereads-across-pieces", CONFORMANCE_FRESH,
+        "shared = [value for value in other.values if value in self.values]",
+        "shared = []",
+        "a later piece's values are not looked up in the earlier piece's: a round that re-reads "
+        "a uniform read before the cut goes unseen when the trace is checked in pieces",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_a_reread_across_two_pieces_is_counted",),
+        scope="FreshState.merge",
+    ),
+    mutant(
+        "pieces-resume-off-by-one", CONFORMANCE_CHECKS,
+        "if span.entry != mine.exit:",
+        "if span.entry != (mine.exit[0] + 1, mine.exit[1]):",
+        "a piece's run expected to resume one round after the last round the earlier piece "
+        "read, not at the next round it names: every honest cut is refused",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="TraceChecker.merge",
+    ),
+    mutant(
+        "exact-sum-drops-the-low-part", CONFORMANCE_EXACT,
+        "if low:", "if False:",
+        "a running sum that keeps only the rounded high part: the sum then depends on the "
+        "order of its terms, and a merged piece's statistic on where the trace was cut",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::"
+                     "test_an_exact_sum_does_not_depend_on_the_order_or_the_cut_of_its_terms",),
+        scope="ExactSum.add",
+    ),
+    mutant(
+        "law-power-merge-keeps-the-later-piece", CONFORMANCE_LAW,
+        "self.cdf = self.cdf + other.cdf", "self.cdf = other.cdf",
+        "the power model's sums of a merged piece replace the earlier piece's: the powers of "
+        "a trace checked in pieces are those of its last piece",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="BinLaws.merge",
+    ),
+    mutant(
+        "history-merge-restarts-the-wealth", CONFORMANCE_HISTORY,
+        "shifted = self.log_wealth + value", "shifted = value",
+        "a later piece's highs of the betting wealth are not lifted by the wealth before the "
+        "cut: the supremum of a trace checked in pieces is understated",
+        vectors=False,
+        first_tests=(f"{PIECES_TESTS}::test_pieces_merged_report_what_one_pass_reports",),
+        scope="HistoryState.merge",
+    ),
+    mutant(
+        "replay-envelope-for-recorded-probabilities", "impl/specaccept/conformance/replay.py",
+        "rebuilt = round_.target_logits is not None", "rebuilt = True",
+        "the float32 envelope granted to probabilities the engine recorded as it used them: a "
+        "draw off by a boundary of its own law is no longer a divergence",
+        vectors=False,
+        first_tests=("tests/test_conformance_envelope.py",),
+        scope="_replay_round",
     ),
 )

@@ -28,13 +28,14 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 _SPEC = importlib.util.spec_from_file_location(
     "synthetic_engine", Path(__file__).resolve().parent / "synthetic_engine.py")
 assert _SPEC is not None and _SPEC.loader is not None
-engine = importlib.util.module_from_spec(_SPEC)
+engine: Any = importlib.util.module_from_spec(_SPEC)  # its writer, `st`, is swapped below
 sys.modules[_SPEC.name] = engine
 _SPEC.loader.exec_module(engine)
 
@@ -64,6 +65,14 @@ def main() -> int:
     print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python "
           f"{platform.python_version()}, NumPy {np.__version__}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start.\n")
+    print("Each setting: one request, k = 4, stochastic rule at temperature 1, 5 target and 4 "
+          "draft rows of float16 logits handed to b64_block as raw bytes, every uniform "
+          "recorded, written to an uncompressed .jsonl file. Timed a round: b64_block and "
+          "write_round, from the raw bytes to the flushed line (not the engine's arithmetic), "
+          "as wall clock (perf_counter) and as the writing thread's CPU time (thread_time). "
+          "Rows 'decided': omit_undecided_rows=True. Value checks 'none': check_values=False."
+          + (f" Writer 'baseline': {args.baseline}, with its own value checks or none."
+             if args.baseline else "") + "\n")
     print("| V | writer | value checks | rows | rounds | writer ms a round, median | mean | "
           "CPU ms a round, median | bytes a round |")
     print("|---:|---|---|---|---:|---:|---:|---:|---:|")

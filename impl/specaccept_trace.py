@@ -1,7 +1,8 @@
 """Write specaccept conformance traces with nothing but Python's standard library.
 
-An engine vendors this one file (it imports no third-party package: no MLX, no NumPy, no
-specaccept) and records its speculative rounds in the trace format of
+An engine vendors this one file (it needs no third-party package: no MLX, no NumPy, no
+specaccept; where NumPy can be imported it checks row values with it, faster, by the same
+rules) and records its speculative rounds in the trace format of
 ``spec/trace_format.md``, version 2 (any number of runs) or version 1 (one run, the version
 this release's ``specaccept conform`` reads)::
 
@@ -46,7 +47,7 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import IO, Any, SupportsFloat
 
@@ -289,7 +290,7 @@ _NEGATIVE_INFINITY = {"float32": b"\x00\x00\x80\xff", "float16": b"\x00\xfc",
                       "bfloat16": b"\x80\xff"}
 
 
-def _byte_table(predicate: Any) -> bytes:
+def _byte_table(predicate: Callable[[int], bool]) -> bytes:
     """A `bytes.translate` table: byte b becomes 1 where `predicate(b)`, else 0."""
     return bytes(1 if predicate(b) else 0 for b in range(256))
 
@@ -750,6 +751,10 @@ _TOKENWISE_RULES = frozenset(RULE_IDS) - {"block"}
 """The rules that decide position by position, reading no row past the first rejection."""
 
 
+_SPLICED_TEXT = 1 << 16
+"""The length of base64 text from which `_json_line` splices it in rather than dumping it."""
+
+
 def _json_line(record: Mapping[str, Any]) -> list[str]:
     """The record as `json.dumps` writes it compactly, and a newline, in pieces to write one
     after the other (joined, a copy of megabytes more).
@@ -758,11 +763,14 @@ def _json_line(record: Mapping[str, Any]) -> list[str]:
     rather than scanned for characters to escape: it holds only base64's alphabet, made by
     `b64_block` or checked by the decoder before the record was built.
     """
+    texts = {key: next((v for k, v in value.items() if k.endswith("_b64")), None)
+             for key, value in record.items()
+             if key in ("target", "draft") and isinstance(value, dict)}
+    if not any(isinstance(text, str) and len(text) >= _SPLICED_TEXT for text in texts.values()):
+        return [_compact(record) + "\n"]  # one call: faster below that size
     pieces, separator = ["{"], ""
     for key, value in record.items():
-        text = None
-        if key in ("target", "draft") and isinstance(value, dict):
-            text = next((v for k, v in value.items() if k.endswith("_b64")), None)
+        text = texts.get(key)
         if isinstance(text, str):
             pieces.append(f'{separator}"{key}":{{')
             for i, (name, field) in enumerate(value.items()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -173,3 +174,18 @@ def test_the_command_checks_pieces_in_processes_and_merges_saved_states(
     wrong = conform("--merge", str(tmp_path / "2.json"), str(tmp_path / "1.json"))
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
     assert "do not make one trace" in wrong.stderr
+
+
+def test_an_exact_sum_does_not_depend_on_the_order_or_the_cut_of_its_terms() -> None:
+    import random
+
+    from specaccept.conformance.exact import ExactSum
+
+    rng = random.Random(5)
+    terms = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-18, 18) for _ in range(400)]
+    whole = ExactSum(terms).value
+    assert whole == math.fsum(terms)
+    for cut in (1, 37, 200, 399):
+        left, right = ExactSum(terms[:cut]), ExactSum(reversed(terms[cut:]))
+        left.merge(right)
+        assert left.value == whole

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -116,3 +117,38 @@ def test_each_planted_bug_fails_the_check_that_names_it(
 ) -> None:
     report = _conform(tmp_path, "--rounds", "40", "--runs", "3", "--rule", rule, "--bug", bug)
     assert _verdicts(report)[check] == "FAIL", report
+
+
+def _sections(report: str) -> dict[str, list[str]]:
+    """A report's lines by the check they belong to (a check's line and the lines under it)."""
+    sections: dict[str, list[str]] = {}
+    name = "header"
+    for line in report.splitlines():
+        if line[:1].strip():
+            name = line.split()[0]
+        sections.setdefault(name, []).append(line)
+    return sections
+
+
+def test_omitting_undecided_rows_changes_only_the_draft_law_checks_sample(
+    tmp_path: Path,
+) -> None:
+    """What spec/trace_format.md says of rows past the first rejection: every check but
+    the draft-law check reads the same numbers without them (and it reads fewer drafts)."""
+    arguments = ("--rounds", "60", "--runs", "2", "--temperature", "0.7")
+    full = _sections(_conform(tmp_path, *arguments))
+    decided = _sections(_conform(tmp_path, *arguments, "--omit-undecided-rows"))
+    assert full.keys() == decided.keys()
+    assert [name for name in full if full[name] != decided[name]] == ["draft-law"]
+    drafts = [int(report["draft-law"][0].split(" drafts;")[0].rsplit(" ", 1)[1])
+              for report in (full, decided)]
+    assert drafts[1] < drafts[0] == 4 * 120
+
+
+def test_unrecorded_draws_are_null_and_the_accept_tests_still_replay(tmp_path: Path) -> None:
+    report = _conform(tmp_path, "--rounds", "30", "--runs", "2", "--unrecorded-draws")
+    rounds = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()
+              if '"round"' in line]
+    assert all(u[1] is None and (u[0] is None) == (i == 4)
+               for r in rounds for i, u in enumerate(r["uniforms"]))
+    assert "divergent rounds = 0 of 60" in report and "verdict: CONFORMS" in report

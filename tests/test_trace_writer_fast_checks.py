@@ -253,9 +253,18 @@ RECORDS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("record", RECORDS)
-def test_a_line_is_what_json_dumps_writes(record: dict[str, Any]) -> None:
+@pytest.mark.parametrize("spliced", [False, True])
+def test_a_line_is_what_json_dumps_writes(
+    record: dict[str, Any], spliced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if spliced:  # every base64 text spliced in, as a large vocabulary's are
+        monkeypatch.setattr(st, "_SPLICED_TEXT", 0)
     expected = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-    assert "".join(st._json_line(record)) == expected
+    pieces = st._json_line(record)
+    assert "".join(pieces) == expected
+    assert (len(pieces) > 1) == (spliced and any(
+        key.endswith("_b64") for block in record.values() if isinstance(block, dict)
+        for key in block))
 
 
 # --- omitting the rows of undecided positions ---------------------------------------------

@@ -312,6 +312,46 @@ def draw_dividing_by_total(probs: Any, u: Any) -> Any:
     return np.where(eligible.any(axis=-1), np.argmax(eligible, axis=-1), last).astype(np.int32)
 
 
+def draw_accumulating_with(prefix_sums: Callable[[Any], Any]) -> Callable[..., Any]:
+    """The port's draw with its float32 left-to-right prefix sum replaced by another sum."""
+
+    def draw(probs: Any, u: Any) -> Any:
+        probs = port.require_probabilities("probs", probs, (1, 2))
+        uniforms = port.uniform("u", u, probs.shape[:-1])
+        partial = prefix_sums(probs)
+        eligible = (partial > uniforms[..., None] * partial[..., -1:]) & (probs > 0)
+        last = probs.shape[-1] - 1 - np.argmax((probs > 0)[..., ::-1], axis=-1)
+        return np.where(eligible.any(axis=-1), np.argmax(eligible, axis=-1), last).astype(np.int32)
+
+    return draw
+
+
+def float64_prefix_sums(probs: Any) -> Any:
+    return np.cumsum(probs.astype(np.float64), axis=-1)
+
+
+def double_accumulated_float32_prefix_sums(probs: Any) -> Any:
+    """A CPU cumsum that accumulates in double and returns float32 (torch.cumsum on the CPU)."""
+    return np.cumsum(probs.astype(np.float64), axis=-1).astype(F32)
+
+
+def parallel_scan_prefix_sums(probs: Any) -> Any:
+    """A float32 Hillis-Steele scan: the association of a parallel GPU scan."""
+    scan, step = probs.astype(F32), 1
+    while step < scan.shape[-1]:
+        shifted = np.concatenate([np.zeros((*scan.shape[:-1], step), F32), scan[..., :-step]],
+                                 axis=-1)
+        scan, step = (scan + shifted).astype(F32), step * 2
+    return scan
+
+
+def grammar_draft_force_rejected(p: Any, q: Any, ids: Any) -> Any:
+    """A draft the masked target excludes replaced by a draw from p, not the residual."""
+    excluded = port.at(p, ids.clamped) <= 0
+    keep_residual = ids.valid & ~excluded
+    return np.where(keep_residual[..., None], port.residual_distribution(p, q), p).astype(F32)
+
+
 def float64_let_through(name: str, value: object, ndims: tuple[int, ...]) -> Any:
     """The dtype check written as "float32 or float64"."""
     array = port.require_array(name, value)
@@ -382,6 +422,8 @@ def tree_proposal_as_drawn(scheme: str, q: Any, tokens: Any, j: int) -> Any:
 
 
 ORIGINAL_TREE_PROPOSAL: Callable[..., Any] = port.tree_proposal
+ACCUMULATION = {"accumulation_float32_sequential", "accumulation_float32_sequential_long_tail"}
+"""The draws at a float32 prefix-sum breakpoint (spec/sample_from_distribution.md)."""
 
 
 GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
@@ -436,6 +478,21 @@ GAPS: list[tuple[str, str, Callable[..., Any], str, set[str]]] = [
     ("the draw divides by the total", "sample_from_distribution", draw_dividing_by_total,
      "sample_from_distribution", {"compares_partial_sums_with_u_times_total",
                                   "compares_partial_sums_with_u_times_total_upwards"}),
+    ("the draw's prefix sums in float64", "sample_from_distribution",
+     draw_accumulating_with(float64_prefix_sums), "sample_from_distribution", ACCUMULATION),
+    ("the draw's prefix sums accumulated in double, stored as float32",
+     "sample_from_distribution", draw_accumulating_with(double_accumulated_float32_prefix_sums),
+     "sample_from_distribution", ACCUMULATION),
+    ("the draw's prefix sums as a parallel scan", "sample_from_distribution",
+     draw_accumulating_with(parallel_scan_prefix_sums), "sample_from_distribution",
+     ACCUMULATION),
+    ("a draft outside the grammar replaced from the masked target", "replacement_rows",
+     grammar_draft_force_rejected, "verify_tokenwise",
+     {"grammar_draft_outside_replaced_from_the_residual",
+      "grammar_second_draft_outside_after_one_kept"}),
+    ("one-hot verification redraws from p", "replacement_rows",
+     lambda p, q, ids: p.astype(F32), "verify_tokenwise",
+     {"one_hot_q_rejection_never_redraws_the_draft"}),
     ("float64 probabilities accepted", "require_probabilities", float64_let_through,
      "sample_from_distribution", {"error_probs_float64"}),
     ("accept and draft keyed by absolute position", "run_uniforms",
@@ -478,6 +535,17 @@ def test_a_port_with_the_gap_fails_the_vector_that_pins_it(
     monkeypatch.setattr(port, target, gap)
     failed = failing(family)
     assert pinned <= failed, f"{label}: {sorted(pinned - failed)} still pass with the gap"
+
+
+@pytest.mark.parametrize("prefix_sums", [double_accumulated_float32_prefix_sums,
+                                         parallel_scan_prefix_sums])
+def test_only_the_accumulation_vectors_catch_a_reassociated_prefix_sum(
+    monkeypatch: pytest.MonkeyPatch, prefix_sums: Callable[[Any], Any],
+) -> None:
+    """Backs spec/sample_from_distribution.md: without the accumulation vectors, a draw
+    accumulated in double (stored as float32) or scanned in parallel passed every vector."""
+    monkeypatch.setattr(port, "sample_from_distribution", draw_accumulating_with(prefix_sums))
+    assert failing("sample_from_distribution") == ACCUMULATION
 
 
 def test_ties_towards_the_highest_id_fail(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from specaccept.core.acceptance import (
     verify_draft_token,
     verify_tokenwise,
 )
+from specaccept.core.batch import BatchVerdict, batch_uniforms, verify_batch
 from specaccept.core.draw_law import UNIFORM_GRID_SIZE, grid_draw_counts
 from specaccept.core.joint import JointVerdict, verify_blockwise
 from specaccept.core.rewind import RewindPlan, rewind_trim
@@ -64,6 +65,7 @@ __all__ = [
     "STOCHASTIC_ACCEPT_ENV",
     "UNIFORM_GRID_SIZE",
     "AcceptanceRule",
+    "BatchVerdict",
     "BlockVerdict",
     "CacheInvariantError",
     "ClosedForms",
@@ -85,6 +87,7 @@ __all__ = [
     "acceptance_closed_forms",
     "acceptance_probability",
     "acceptance_rule",
+    "batch_uniforms",
     "candidate_siblings_acceptance",
     "effective_token_distribution",
     "expected_speedup",
@@ -100,6 +103,7 @@ __all__ = [
     "sample_from_distribution",
     "sample_token_with_distribution",
     "target_only_generate",
+    "verify_batch",
     "verify_blockwise",
     "verify_draft_token",
     "verify_tokenwise",

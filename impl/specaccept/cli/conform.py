@@ -97,7 +97,11 @@ def add_parser(commands: Any) -> None:
                          help="false-alarm probability of each statistical check")
     conform.add_argument("--json", action="store_true", help="print the report as JSON")
     conform.add_argument("--markdown", action="store_true",
-                         help="print the report as a Markdown result (opens with the command)")
+                         help="print the report as a Markdown result (opens with the command; "
+                         "verbose)")
+    conform.add_argument("-v", "--verbose", action="store_true",
+                         help="print every check, including those that did not run, and each "
+                         "check's power against the known bug classes")
     record = conform.add_argument_group(
         "recording (optional): run an engine first and write its trace to TRACE"
     )
@@ -285,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
             print_invocation(args)
             print(f"Device {mx.default_device()}, mlx {mlx_version()}, BLAS: {blas_in_use()}.\n")
             print("```text")
-        print(report.to_text())
+        print(report.to_text(verbose=args.verbose or args.markdown))
         for name, seconds in times.items():
             print(f"time: {name} {seconds:.2f} s")
         if "untraced run" in times:

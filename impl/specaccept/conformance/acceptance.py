@@ -229,10 +229,11 @@ class AcceptanceState(State):
                 continue
             powers.append(Power(bug.id, terms.power(critical, power_scale),
                                 "normal approximation"))
-        counted = f"accepted {self.accepted} of {self.tested}, closed form {claimed:.1f}"
-        if self.blocks:
-            counted += (f"; {self.blocks} block rounds kept {self.kept}, closed form "
-                        f"{self.block_means.value:.1f}")
+        counted = "; ".join(
+            [f"accepted {self.accepted} of {self.tested}, closed form {claimed:.1f}"]
+            * bool(self.tested)
+            + [f"{self.blocks} block rounds kept {self.kept}, closed form "
+               f"{self.block_means.value:.1f}"] * bool(self.blocks))
         return CheckResult(
             name, Verdict.FAIL if failed else Verdict.PASS,
             f"z = {z:.3f} ({counted}); z_ceiling = {z_ceiling:.3f}",

@@ -19,7 +19,15 @@ __all__ = ["ExactSum", "from_json_value", "to_json_value"]
 
 
 class ExactSum:
-    """A sum of floats held exactly; `value` rounds it once."""
+    """A sum of floats held exactly; `value` rounds it once.
+
+    >>> ExactSum([1e16, 1.0, -1e16]).value, sum([1e16, 1.0, -1e16])
+    (1.0, 0.0)
+    >>> a, b = ExactSum([0.1, 1e20]), ExactSum([0.2, -1e20])
+    >>> a.merge(b)
+    >>> a.value == ExactSum([0.1, 0.2]).value
+    True
+    """
 
     __slots__ = ("partials",)
 

@@ -125,18 +125,17 @@ class BinLaws(State):
     merge exactly); `moved` once a law differs from p."""
 
     positions: int = 0
-    cdf: list[int] = field(default_factory=lambda: [0] * (len(_EDGES) + 1))
+    cdf: np.ndarray = field(default_factory=lambda: np.zeros(len(_EDGES) + 1, np.int64))
     moved: bool = False
 
     def add(self, cdf: np.ndarray, moved: bool) -> None:
         self.positions += 1
-        units = np.rint(np.clip(cdf, 0.0, 1.0) * _CDF_UNIT).astype(np.int64)
-        self.cdf = (np.array(self.cdf, dtype=np.int64) + units).tolist()
+        self.cdf += np.rint(np.clip(cdf, 0.0, 1.0) * _CDF_UNIT).astype(np.int64)
         self.moved = self.moved or moved
 
     def merge(self, other: BinLaws) -> None:
         self.positions += other.positions
-        self.cdf = [a + b for a, b in zip(self.cdf, other.cdf, strict=True)]
+        self.cdf = self.cdf + other.cdf
         self.moved = self.moved or other.moved
 
     def power(self, n: int, bins: int, critical: float) -> float:
@@ -147,7 +146,7 @@ class BinLaws(State):
 
         if self.positions == 0:
             return 0.0
-        mean_cdf = np.array(self.cdf, dtype=np.float64) / _CDF_UNIT / self.positions
+        mean_cdf = self.cdf.astype(np.float64) / _CDF_UNIT / self.positions
         edges = np.concatenate([[0.0], mean_cdf[_EDGE_INDEX[bins]], [mean_cdf[-1]]])
         mean_bins = np.diff(edges)
         noncentrality = n * float(np.sum((mean_bins - 1 / bins) ** 2 * bins))
@@ -157,8 +156,9 @@ class BinLaws(State):
 def pit_cdf(p: np.ndarray, key: np.ndarray, laws: list[np.ndarray]) -> np.ndarray:
     """Per law: the randomised PIT's CDF at `EDGES` (and, last, the law's total mass) when the
     token is drawn from the law. At an edge t, the tokens whose interval lies below t count
-    whole, the one straddling it in part, a zero-width token at lo < t whole."""
-    order = np.argsort(-key, kind="stable")
+    whole, the one straddling it in part, a zero-width token at lo < t whole. Tied keys
+    may come in any order here (a model of the PIT's law; `pit_value` orders ties by id)."""
+    order = np.argsort(-key)
     width = p[order]
     lo = np.cumsum(width) - width
     index = np.searchsorted(lo, EDGES, side="left")  # tokens [0, index) start below t

@@ -279,12 +279,11 @@ def decided_positions(trace: Trace) -> list[Position]:
     return out
 
 
-POWER_MODEL_VOCAB = 1024
-"""Up to this vocabulary every round's positions feed the power model; above it, a run's
-first rounds and a seeded share POWER_MODEL_VOCAB / vocab_size of the rest do, and the
-powers are scaled to the whole trace. The model costs several passes over V per bug and
-position; the verdicts read every round whatever the vocabulary."""
-_POWER_MODEL_FIRST_ROUNDS = 2
+POWER_MODEL_VOCAB = 4096
+"""Up to this vocabulary every round's positions feed the power model; above it, a seeded
+share POWER_MODEL_VOCAB / vocab_size of the rounds do (about 1 in 31 at 128,256), and the
+powers are scaled to the whole trace. A modelled round costs several passes over V per bug
+and position and a few sorts of V; the verdicts read every round whatever the vocabulary."""
 
 
 def models_power(round_: Round, vocab_size: int) -> bool:
@@ -294,7 +293,7 @@ def models_power(round_: Round, vocab_size: int) -> bool:
         return False
     if round_.stats is not None:
         return True  # a compact trace's rounds with rows are a seeded share already
-    if vocab_size <= POWER_MODEL_VOCAB or round_.index < _POWER_MODEL_FIRST_ROUNDS:
+    if vocab_size <= POWER_MODEL_VOCAB:
         return True
     return unit_hash("power", round_.run.id, round_.index) < POWER_MODEL_VOCAB / vocab_size
 

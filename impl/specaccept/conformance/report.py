@@ -81,34 +81,51 @@ class ConformanceReport:
             "power_note": self.power_note,
         }
 
-    def to_text(self) -> str:
-        """The report as lines a person reads."""
+    def to_text(self, verbose: bool = True) -> str:
+        """The report as lines a person reads; without `verbose`, the checks that did not
+        run fold into one line and the power figures are left out."""
         lines = [
             f"trace: {self.rounds} rounds, {self.tokens} tokens, "
             f"{self.positions_tested} tested positions; alpha = {self.alpha:g} per check",
         ]
         if self.truncated:
             lines.append(f"TRUNCATED: {self.truncated}")
+        skipped = []
         for check in self.checks:
+            if not verbose and check.verdict is Verdict.NOT_RUN:
+                skipped.append(f"{check.name} ({check.detail})" if check.detail else check.name)
+                continue
             lines.append(
                 f"{check.name:<10} {check.verdict.upper():<7} {check.statistic}  "
                 f"(threshold: {check.threshold})"
             )
             if check.detail:
                 lines.append(f"           {check.detail}")
+            if not verbose:
+                continue
             for power in check.power:
                 if power.probability is None:
                     lines.append(f"           power vs {power.bug}: n/a ({power.note})")
                 else:
                     lines.append(
                         f"           would have caught {power.bug} with probability "
-                        f">= {_floor(power.probability)}"
+                        f"{_at_least(power.probability)}"
                         + (f" ({power.note})" if power.note else "")
                     )
+        if skipped:
+            lines.append("not run: " + "; ".join(skipped))
         if self.power_note:
             lines.append(f"note: {self.power_note}")
+        if not verbose and any(check.power for check in self.checks):
+            lines.append("power against the known bug classes: run with --verbose")
         lines.append("verdict: " + ("CONFORMS" if self.passed else "DOES NOT CONFORM"))
         return "\n".join(lines)
+
+
+def _at_least(probability: float) -> str:
+    """'>= p' with p rounded down, or '< 0.0001' for a probability that rounds to 0."""
+    shown = _floor(probability)
+    return "< 0.0001" if shown == "0.0000" else f">= {shown}"
 
 
 def _floor(probability: float) -> str:

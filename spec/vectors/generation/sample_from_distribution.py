@@ -67,6 +67,7 @@ def sample_from_distribution_vectors() -> list[Vector]:
         check_equal(name, got, want)
         out.append(vector(name, note, {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0))
 
+    out.extend(accumulation_order_vectors())
     out.append(fallback_vector("fallback_no_eligible_id", [2.0**-149, 2.0**-149, 0.0]))
     out.append(fallback_vector("fallback_skips_two_trailing_zeros",
                                [2.0**-149, 2.0**-149, 0.0, 0.0]))
@@ -119,3 +120,75 @@ def fallback_vector(name: str, probs: list[float]) -> Vector:
                   "subnormal weights: u * total rounds up to cumsum[1], no id is eligible, and "
                   "the last id of positive weight is returned (needs IEEE subnormals, no "
                   "flush to zero)", {"probs": encode_reals(probs), "u": u}, {"token": got}, 0.0)
+
+
+def _first_eligible(weights: np.ndarray, partial_sums: np.ndarray, target: float) -> int:
+    for i, (w, s) in enumerate(zip(weights.tolist(), partial_sums.tolist(), strict=True)):
+        if w > 0 and s > target:
+            return i
+    return int(np.flatnonzero(weights > 0)[-1])
+
+
+def sequential_float32_draw(probs: list[float], u: float) -> int:
+    """The draw as spec/sample_from_distribution.md fixes it, one float32 addition at a time:
+    S_0 = w_0, S_i = fl32(S_(i-1) + w_i), target = fl32(u * S_(V-1))."""
+    weights = np.array(probs, dtype=np.float32)
+    sums, running = [], np.float32(0.0)
+    for w in weights:
+        running = np.float32(running + w)
+        sums.append(running)
+    partial = np.array(sums, dtype=np.float32)
+    return _first_eligible(weights, partial, float(np.float32(u) * partial[-1]))
+
+
+def wider_accumulator_draws(probs: list[float], u: float) -> dict[str, int]:
+    """What three plausible ports draw: a float64 prefix sum; a prefix sum accumulated in
+    float64 and stored as float32 (a CPU cumsum that accumulates in double); a float32
+    Hillis-Steele scan (the association of a parallel GPU scan)."""
+    weights = np.array(probs, dtype=np.float32)
+    wide = np.cumsum(weights.astype(np.float64))
+    stored = wide.astype(np.float32)
+    scan = weights.copy()
+    step = 1
+    while step < len(scan):
+        shifted = np.concatenate([np.zeros(step, np.float32), scan[:-step]])
+        scan = (scan + shifted).astype(np.float32)
+        step *= 2
+    return {
+        "float64 prefix sum": _first_eligible(weights, wide, u * float(wide[-1])),
+        "float64 accumulation stored as float32": _first_eligible(
+            weights, stored, float(np.float32(u) * stored[-1])),
+        "float32 parallel (Hillis-Steele) scan": _first_eligible(
+            weights, scan, float(np.float32(u) * scan[-1])),
+    }
+
+
+def accumulation_order_vectors() -> list[Vector]:
+    """Draws at a float32 prefix-sum breakpoint, where only the spec's accumulation order
+    (left to right, each partial sum rounded to float32) gives the expected id. Every other
+    vector keeps its draws 2**-16 from a breakpoint, so a port with a wider accumulator
+    passed them all; each case here is checked to fail each wider or reassociated sum."""
+    cases = [
+        ("accumulation_float32_sequential",
+         "w = (1/2, 2**-25, 2**-25, 1/2 - 2**-24), u = 1/2. Left to right in float32, 1/2 + "
+         "2**-25 rounds back to 1/2 (ties to even) twice, the total is 1 - 2**-24 and u * total "
+         "< S_0 = 1/2: id 0. A float64 prefix sum gives id 1 (the exact draw), float64 "
+         "accumulation stored as float32 and a parallel float32 scan give id 2",
+         [0.5, 2.0**-25, 2.0**-25, 0.5 - 2.0**-24], 0.5),
+        ("accumulation_float32_sequential_long_tail",
+         "w = (1/2, then eight 2**-26, then 1/2 - 2**-23), u = 1/2: each 2**-26 vanishes "
+         "against 1/2 in float32, so the total is 1 - 2**-23 and the draw is id 0; a float64 "
+         "prefix sum gives id 1 (the exact draw), float64 accumulation stored as float32 id 3, "
+         "a parallel float32 scan id 4",
+         [0.5, *([2.0**-26] * 8), 0.5 - 2.0**-23], 0.5),
+    ]
+    out: list[Vector] = []
+    for name, note, probs, u in cases:
+        got = scalar_int(sample_from_distribution(arr(probs), u))
+        check_equal(name, got, sequential_float32_draw(probs, u))
+        wrong = wider_accumulator_draws(probs, u)
+        if got in wrong.values():
+            raise GenerationError(f"{name}: a wider accumulator also draws {got}: {wrong}")
+        out.append(vector(name, note, {"probs": encode_reals(probs), "u": f32(u)},
+                          {"token": got}, 0.0))
+    return out

@@ -93,6 +93,8 @@ def verify_tokenwise_vectors() -> list[Vector]:
         "stochastic_drafts_after_a_placeholder_unread",
         "the id after the placeholder (3, with p = 0) is never read: the round ends at -1",
         s, target, draft, [0, -1, 3], [[0.0, 0.875]] * (k + 1)))
+    hand.extend(grammar_vectors())
+    hand.extend(one_hot_vectors())
     out = [v for v in hand if v is not None]
     if len(out) != len(hand):
         raise GenerationError("a hand-written verify_tokenwise case is not robust")
@@ -130,3 +132,52 @@ def searched_block(r_index: int, rule: AcceptanceRule, k: int, want: int) -> Vec
         if made is not None:
             return made
     raise GenerationError(f"no case found for {rule.value} k={k} accepted={want}")
+
+
+def grammar_vectors() -> list[Vector | None]:
+    """spec/grammar_constrained_verification.md: the rows are the grammar-masked target, the
+    drafter ignored the grammar. A draft outside it is rejected and replaced from
+    relu(p_masked - q), where a draw from p_masked (the force-reject variant) differs."""
+    s = AcceptanceRule.STOCHASTIC
+    masked = [0.5, 0.5, 0.0, 0.0]
+    q = [0.125, 0.25, 0.625, 0.0]
+    return [
+        block_vector(
+            "grammar_draft_outside_replaced_from_the_residual",
+            "rows masked to ids {0, 1}; draft 2 lies outside the grammar (p = 0): rejected, "
+            "and the residual (3/8, 1/4, 0, 0) / (5/8) gives id 0 at u = 0.5625 where a draw "
+            "from the masked target gives id 1", s, [masked, masked], [q], [2],
+            [[0.0, 0.5625], [0.0, 0.0]]),
+        block_vector(
+            "grammar_second_draft_outside_after_one_kept",
+            "draft 0 (inside the grammar, q <= p) kept; draft 2 at position 1 outside the "
+            "grammar of row 1 (ids {0, 1}): replaced from the residual, id 0", s,
+            [[0.0, 0.5, 0.5, 0.0], masked, [0.25, 0.25, 0.25, 0.25]],
+            [[0.0, 0.25, 0.25, 0.5], q], [1, 2], [[0.5, 0.0], [0.0, 0.5625], [0.0, 0.0]]),
+        block_vector(
+            "grammar_all_inside_bonus_from_the_masked_row",
+            "both drafts inside the grammar and kept; the bonus is drawn from the masked row "
+            "k = (0, 0, 0.5, 0.5) with u = 0.25: id 2", s,
+            [masked, masked, [0.0, 0.0, 0.5, 0.5]], [[0.5, 0.5, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]],
+            [0, 1], [[0.5, 0.0], [0.5, 0.0], [0.0, 0.25]]),
+    ]
+
+
+def one_hot_vectors() -> list[Vector | None]:
+    """proofs/one_hot_verification.md: drafts verified as if their q were one-hot (whatever
+    drew them). A rejection draws from p without the draft, so the draft is never emitted
+    in its own place, where a draw from p would emit it."""
+    s = AcceptanceRule.STOCHASTIC
+    p = [0.5, 0.25, 0.25]
+    return [
+        block_vector(
+            "one_hot_q_rejection_never_redraws_the_draft",
+            "q = one-hot(1): accept iff u <= p(1) = 0.25; u = 0.5 rejects, and the residual "
+            "(0.5, 0, 0.25) / 0.75 gives id 0 at u = 0.5, where a draw from p gives id 1 "
+            "(the rejected draft)", s, [p, p], [[0.0, 1.0, 0.0]], [1],
+            [[0.5, 0.5], [0.0, 0.0]]),
+        block_vector(
+            "one_hot_q_accepts_at_u_equal_p",
+            "q = one-hot(1): u = 0.25 = p(1) accepts (u * 1 <= p(1)); the bonus from row 1",
+            s, [p, [0.0, 0.0, 1.0]], [[0.0, 1.0, 0.0]], [1], [[0.25, 0.0], [0.0, 0.5]]),
+    ]
