@@ -4,8 +4,8 @@ Run from the repository root:
 
     python benchmarks/synthetic_engine.py --vocab 128256 --rounds 100 --runs 4 --k 4 \\
         --seed 0 --out trace.jsonl [--rule stochastic|block] [--bug NAME] \\
-        [--temperature 1.0] [--omit-undecided-rows] [--unrecorded-draws] \
-        [--no-check-values] [--stdlib-checks]
+        [--temperature 1.0] [--omit-undecided-rows] [--unrecorded-draws] \\
+        [--no-check-values] [--stdlib-checks] [--compact SHARE]
 
 then ``specaccept conform trace.jsonl``. It is what an engine author at a real vocabulary
 would write: `--runs` requests verified in lockstep (one batch step per round, each request
@@ -36,6 +36,10 @@ engine: NumPy's float32 softmax differs from MLX's in the last bits of most entr
 V = 128,256 an inverse-CDF draw lands between the two versions of a prefix sum about once in
 fifty draws. ``--unrecorded-draws`` records the accept tests alone (the draws as ``null``, as
 an engine drawing with its library's categorical does), and the replay compares only those.
+
+`--compact SHARE` writes a compact trace: every round's statistics, computed by the writer
+from the laws the engine decided on (``target_probs``, ``draft_probs``), and the rows of
+that share of rounds (every round under ``--rule block``).
 
 It prints the writer's time a round (``b64_block`` and ``write_round``, not the engine's
 arithmetic), wall clock and the writing thread's CPU time, and the trace's bytes a round.
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unrecorded-draws", action="store_true",
                         help="record the accept tests' uniforms only, the draws as null (an "
                         "engine drawing with its library's categorical)")
+    parser.add_argument("--compact", type=float, default=None, metavar="SHARE",
+                        help="write a compact trace keeping the rows of this share of rounds")
     parser.add_argument("--stdlib-checks", action="store_true",
                         help="check values on the writer's standard-library path, the one a "
                         "process without NumPy takes")
@@ -205,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if not 0 < args.temperature < float("inf"):
         parser.error(f"--temperature must be positive and finite, got {args.temperature}")
+    if args.compact is not None and not 0 <= args.compact <= 1:
+        parser.error(f"--compact must be a share in [0, 1], got {args.compact}")
     if args.bug == "position-keyed-uniforms" and args.rule != "block":
         parser.error("--bug position-keyed-uniforms is a block-rule bug: add --rule block")
     result = run(args)
@@ -236,9 +244,12 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     cpu: list[float] = []  # the writer's thread's CPU time: what a busy host's waits leave out
     engine = f"synthetic numpy engine: rule {args.rule}, bug {args.bug or 'none'}"
     # Passed only when set, so that a writer from before the option can be timed.
-    omit: dict[str, Any] = {"omit_undecided_rows": True} if args.omit_undecided_rows else {}
+    options: dict[str, Any] = {"omit_undecided_rows": True} if args.omit_undecided_rows else {}
+    compact = getattr(args, "compact", None)
+    if compact is not None:
+        options["compact"] = compact
     with st.TraceWriter(args.out, vocab_size=vocab, engine=engine,
-                        check_values=not args.no_check_values, **omit) as trace:
+                        check_values=not args.no_check_values, **options) as trace:
         requests = []
         for slot in range(args.runs):
             seed = int(rng.integers(2**62))
@@ -275,12 +286,16 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 else:
                     recorded = _every_uniform
                 start, start_cpu = time.perf_counter(), time.thread_time()
+                laws: dict[str, Any] = ({"target_probs": p, "draft_probs": q}
+                                        if compact is not None else {})
+                rows = request.run.keeps_rows(args.rule) if compact is not None else True
                 request.run.write_round(
                     rule=args.rule, draft_tokens=drafts, emitted=emitted,
                     target=st.b64_block(target_bytes, rows=k + 1, kind="logits",
-                                        dtype="float16"),
-                    draft=st.b64_block(draft_bytes, rows=k, kind="logits", dtype="float16"),
-                    uniforms=recorded(u), batch=(step, slot))
+                                        dtype="float16") if rows else None,
+                    draft=st.b64_block(draft_bytes, rows=k, kind="logits", dtype="float16")
+                    if rows else None,
+                    uniforms=recorded(u), batch=(step, slot), **laws)
                 timings.append(time.perf_counter() - start)
                 cpu.append(time.thread_time() - start_cpu)
                 request.position += len(emitted)

@@ -22,6 +22,12 @@ allows), and a defect raises `TraceWriteError` naming the argument and the value
 checks themselves judge (whether the engine's rule, law and caches are right) is recorded
 as given, for the checks to find. Each line is flushed when written, so a crash leaves a
 valid prefix. A path ending in ``.gz`` is written through gzip.
+
+A *compact* trace (``TraceWriter(..., compact=share)``, version 2, needs NumPy) holds, per
+round, the statistics the checks read, computed here from the laws the engine hands
+``write_round`` (``target_probs``, ``draft_probs``), and the rows themselves only for a
+seeded share of rounds (and every ``block`` round): its size a round does not grow with
+the vocabulary beyond that share. See spec/trace_format.md, "Compact traces".
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import base64
 import binascii
 import enum
 import gzip
+import hashlib
 import importlib
 import io
 import itertools
@@ -64,6 +71,8 @@ __all__ = [
     "TraceWriteError",
     "TraceWriter",
     "b64_block",
+    "compact_stats",
+    "keeps_rows",
     "logits_block",
     "probs_block",
     "sparse_block",
@@ -636,6 +645,123 @@ def _reads_history(sampler: Mapping[str, Any]) -> bool:
                 or (get("dry_multiplier") > 0.0 and get("dry_penalty_last_n") != 0))
 
 
+# --- compact traces ------------------------------------------------------------------------
+
+_STAT_KEYS = {
+    "emitted": ("p_token", "pit_p", "pit_qp"),
+    "tested": ("p_draft", "p_below_draft"),
+    "compared": ("q_token", "residual", "overlap", "dot", "q_at_argmax_p"),
+    "drafts": ("q_draft", "pit_q"),
+}
+
+
+def _unit_hash(*key: object) -> float:
+    """A number in [0, 1) fixed by `key`: BLAKE2b (8 bytes) of the parts joined by "/",
+    big-endian, over 2**64 (the reader's `unit_hash`)."""
+    text = "/".join(str(part) for part in key).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") / 2.0**64
+
+
+def keeps_rows(rule: str, run_id: str, round_index: int, full_rows_share: float) -> bool:
+    """Whether round `round_index` of run `run_id` keeps its rows in a compact trace: every
+    ``block`` round (its kept-length law reads every row), and the others whose
+    ``unit_hash("rows", run_id, round_index)`` lies below `full_rows_share`."""
+    return rule == "block" or _unit_hash("rows", run_id, round_index) < full_rows_share
+
+
+def _law_rows(name: str, value: object, low: int, high: int, vocab_size: int) -> Any:
+    """A `[rows, vocab_size]` float32 array of probability rows, checked as the reader checks
+    a probability block (finite, in [0, 1], each row summing to 1 within the tolerance)."""
+    np = _numpy
+    assert np is not None
+    try:
+        rows = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise _fail(name, "be an array of probability rows", value) from None
+    if rows.ndim != 2 or rows.shape[1] != vocab_size or not low <= rows.shape[0] <= high:
+        raise TraceWriteError(f"{name} must be {low} to {high} rows of vocab_size = "
+                              f"{vocab_size} probabilities, got shape {tuple(rows.shape)}")
+    bad = ~np.isfinite(rows) | (rows < 0) | (rows > 1)
+    if bad.any():
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        raise _not_a_probability(f"{name}[{i}][{j}]", float(rows[i, j]))
+    sums = rows.sum(axis=1, dtype=np.float64)
+    off = np.abs(sums - 1) > PROBABILITY_SUM_TOLERANCE
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise _bad_sum(f"{name}[{i}]", float(sums[i]))
+    return rows
+
+
+def _pit_lower(p: Any, key: Any, token: int) -> float:
+    pivot = key[token]
+    return float(p[key > pivot].sum()) + float(p[:token][key[:token] == pivot].sum())
+
+
+def compact_stats(
+    rule: str, draft_tokens: Sequence[int], emitted: Sequence[int], target_probs: Any,
+    draft_probs: Any | None,
+) -> dict[str, list[float]]:
+    """A compact round's ``stats`` from its laws, as the reader computes them from rows.
+
+    Args:
+        rule: the rule id (the q/p ordering is used only under a token-by-token rule).
+        draft_tokens, emitted: the round's tokens.
+        target_probs: `[m, V]` float32 probabilities, m >= len(emitted): p at each position.
+        draft_probs: `[m', V]` float32, row i the law draft i was drawn from; None when
+            the drafter's law is not recorded.
+
+    Per emitted token n: p(y_n) and the mass ordered before y_n by p descending and by
+    q/p descending (ties by id); per tested position: p(d_n), the mass of p below d_n and,
+    with q, q(y_n), the float32 sum of relu(p - q), sum min(p, q), sum p q, q at argmax p;
+    per draft row: q(d_i) and the mass ordered before d_i by q descending.
+    """
+    np = _numpy
+    if np is None:
+        raise TraceWriteError("a compact trace's statistics need NumPy, which cannot be "
+                              "imported here")
+    target32 = np.asarray(target_probs, dtype=np.float32)
+    target = target32.astype(np.float64)
+    draft32 = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float32)
+    draft = None if draft32 is None else draft32.astype(np.float64)
+    k = len(draft_tokens)
+    decided = min(len(emitted), k)
+    tested = decided if draft is not None else 0
+    by_q = rule in _TOKENWISE_RULES
+    out: dict[str, list[float]] = {key: [] for keys in _STAT_KEYS.values() for key in keys}
+    for n, token in enumerate(emitted):
+        p = target[n]
+        out["p_token"].append(float(p[token]))
+        out["pit_p"].append(_pit_lower(p, p, token))
+        if by_q and n < tested and draft is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                key = np.where(p > 0, draft[n] / np.where(p > 0, p, 1), np.inf)
+            out["pit_qp"].append(_pit_lower(p, key, token))
+        else:
+            out["pit_qp"].append(out["pit_p"][-1])
+    for n in range(decided):
+        p, d = target[n], draft_tokens[n]
+        out["p_draft"].append(float(p[d]))
+        out["p_below_draft"].append(float(p[:d].sum()))
+    if draft is None or draft32 is None:
+        for key in (*_STAT_KEYS["compared"], *_STAT_KEYS["drafts"]):
+            del out[key]
+        return out
+    for n in range(tested):
+        p, q = target[n], draft[n]
+        out["q_token"].append(float(q[emitted[n]]))
+        out["residual"].append(float(np.maximum(target32[n] - draft32[n],
+                                                np.float32(0)).sum()))
+        out["overlap"].append(float(np.minimum(p, q).sum()))
+        out["dot"].append(float(np.dot(p, q)))
+        out["q_at_argmax_p"].append(float(q[int(np.argmax(p))]))
+    for i in range(min(draft.shape[0], k)):
+        q, d = draft[i], draft_tokens[i]
+        out["q_draft"].append(float(q[d]))
+        out["pit_q"].append(_pit_lower(q, q, d))
+    return out
+
+
 # --- the writers ---------------------------------------------------------------------------
 
 _TOKENWISE_RULES = frozenset(RULE_IDS) - {"block"}
@@ -727,12 +853,18 @@ class TraceWriter:
             rows past the first rejection decide nothing. Block rounds keep every row, since
             block verification reads every position. Costs the draft-law check the drafts
             past the first rejection.
+        compact: write a compact trace (version 2; NumPy must be importable) keeping the
+            rows of this share of rounds, in [0, 1], chosen by `keeps_rows`, and of every
+            block round; every round also holds the statistics the checks read, computed
+            from the laws `write_round` is given as ``target_probs`` and ``draft_probs``.
+            None (the default): every round holds its rows and no statistics.
     """
 
     def __init__(
         self, destination: str | os.PathLike[str] | IO[str], *, vocab_size: int,
         version: int = 2, engine: str | None = None, extra: Mapping[str, Any] | None = None,
         check_values: bool = True, omit_undecided_rows: bool = False,
+        compact: float | None = None,
     ) -> None:
         if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
             raise _fail("version", f"be one of {VERSIONS}", version)
@@ -747,8 +879,21 @@ class TraceWriter:
         if not isinstance(omit_undecided_rows, bool):
             raise _fail("omit_undecided_rows", "be a bool", omit_undecided_rows)
         self.omit_undecided_rows = omit_undecided_rows
+        self.full_rows_share: float | None = None
+        if compact is not None:
+            share = _real("compact", compact)
+            if not 0 <= share <= 1:
+                raise _fail("compact", "be a share of rounds in [0, 1]", compact)
+            if version != 2:
+                raise _fail("version", "be 2 for a compact trace", version)
+            if _numpy is None:
+                raise TraceWriteError("compact: a compact trace's statistics need NumPy, "
+                                      "which cannot be imported here")
+            self.full_rows_share = share
         self._header: dict[str, Any] = {"format": FORMAT, "version": version,
                                         "vocab_size": self.vocab_size}
+        if self.full_rows_share is not None:
+            self._header["compact"] = {"full_rows_share": self.full_rows_share}
         if engine is not None:
             self._header["engine"] = engine
         if extra is not None:
@@ -874,13 +1019,21 @@ class RunWriter:
         self._batch_step: int | None = None
         self._pending_batch: tuple[int, int] | None = None
 
+    def keeps_rows(self, rule: str | enum.Enum) -> bool:
+        """Whether the next round, under `rule`, keeps its rows (always, unless the trace
+        is compact): an engine may skip building the row blocks of a round that does not."""
+        share = self.trace.full_rows_share
+        rule_id = rule.value if isinstance(rule, enum.Enum) else rule
+        return share is None or keeps_rows(str(rule_id), self.run_id, self.rounds, share)
+
     def write_round(
         self, *, rule: str | enum.Enum, draft_tokens: Iterable[int], emitted: Iterable[int],
-        target: Mapping[str, Any], draft: Mapping[str, Any] | None = None,
+        target: Mapping[str, Any] | None, draft: Mapping[str, Any] | None = None,
         num_accepted: int | None = None,
         uniforms: Iterable[Iterable[SupportsFloat | None]] | None = None,
         cache: Mapping[str, int | str] | None = None, stopped: bool = False,
         extra: Mapping[str, Any] | None = None, batch: tuple[int, int] | None = None,
+        target_probs: Any | None = None, draft_probs: Any | None = None,
     ) -> None:
         """Validate one round and write it as a line.
 
@@ -890,8 +1043,15 @@ class RunWriter:
             emitted: the 1 to k + 1 tokens the round emitted.
             target: the target's rows, a block from `probs_block`, `logits_block`,
                 `b64_block` or `sparse_block`: at least len(emitted), at most k + 1 rows.
+                In a compact trace, written only when `keeps_rows` says so (may be None
+                otherwise).
             draft: the law each draft was drawn from, at least min(len(emitted), k) and at
                 most k rows; None for a drafter with no distribution.
+            target_probs, draft_probs: compact traces only, and there required (draft_probs
+                exactly when the drafter's law is recorded): the laws the round was
+                decided on, `[rows, V]` probabilities (a NumPy array or nested sequence,
+                rounded to float32), the sampler's output whether the blocks hold
+                probabilities or logits; the round's statistics are computed from them.
             num_accepted: the drafts accepted, when the round was stopped mid-emission.
             uniforms: k + 1 pairs [accept, draw] in [0, 1); a None entry (version 2) for one
                 the engine did not draw as a uniform.
@@ -940,10 +1100,45 @@ class RunWriter:
         kinds = {}
         # The fewest rows the reader accepts are those of the decided positions.
         decided = trace.omit_undecided_rows and rule_id in _TOKENWISE_RULES
-        kinds["target"], record["target"] = _check_block(
-            "target", target, vocab, len(tokens), k + 1,
-            f"a round of {k} drafts emitting {len(tokens)} tokens", trace.check_values,
-            len(tokens) if decided else None)
+        share = trace.full_rows_share
+        stats = None
+        if share is None:
+            if target_probs is not None or draft_probs is not None:
+                raise TraceWriteError("target_probs and draft_probs are for a compact trace "
+                                      "(TraceWriter(..., compact=share))")
+            if target is None:
+                raise _fail("target", "be a row block (every round of a full trace holds "
+                            "its rows)", target)
+        else:
+            if target_probs is None:
+                raise TraceWriteError("target_probs is required in a compact trace: the "
+                                      "statistics are computed from it")
+            if k and draft is not None and draft_probs is None:
+                raise TraceWriteError("draft_probs is required in a compact trace when the "
+                                      "drafter's law is recorded (draft is given)")
+            if k == 0 and draft_probs is not None:
+                raise _fail("draft_probs", "be None for a round with no drafts", draft_probs)
+            target_law = _law_rows("target_probs", target_probs, len(tokens), k + 1, vocab)
+            draft_law = None
+            if draft_probs is not None:
+                draft_law = _law_rows("draft_probs", draft_probs, min(len(tokens), k), k,
+                                      vocab)
+                if decided:
+                    draft_law = draft_law[:min(len(tokens), k)]
+            stats = compact_stats(rule_id, drafts, tokens, target_law, draft_law)
+            if not keeps_rows(rule_id, self.run_id, self.rounds, share):
+                target = draft = None
+            elif target is None:
+                raise _fail("target", "be the round's row block: this round of the compact "
+                            "trace keeps its rows (see RunWriter.keeps_rows)", target)
+            elif draft_law is not None and draft is None:
+                raise _fail("draft", "be the drafter's row block: this round keeps its rows "
+                            "and draft_probs is given", draft)
+        if target is not None:
+            kinds["target"], record["target"] = _check_block(
+                "target", target, vocab, len(tokens), k + 1,
+                f"a round of {k} drafts emitting {len(tokens)} tokens", trace.check_values,
+                len(tokens) if decided else None)
         if draft is not None:
             if k == 0:
                 raise _fail("draft", "be None for a round with no drafts", draft)
@@ -975,6 +1170,15 @@ class RunWriter:
             record["extra"] = _json_object("extra", extra)
         if batch is not None:
             record["batch"] = self._batch(batch)
+        if stats is not None:
+            if "draft" in record:
+                block = record["draft"]
+                written = block.get("rows", len(next(iter(block.values()))))
+                if len(stats["q_draft"]) != written:
+                    raise TraceWriteError(f"draft_probs holds {len(stats['q_draft'])} rows "
+                                          f"but draft writes {written}: they must be the "
+                                          "same rows")
+            record["stats"] = stats
         trace._write_line(record)
         self.rounds += 1
         self.position += len(tokens)

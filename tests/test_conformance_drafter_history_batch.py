@@ -23,7 +23,7 @@ import pytest
 import specaccept_trace as st
 from specaccept.conformance import TraceError, Verdict, check_trace, read_trace
 from specaccept.conformance.history import HistoryState
-from specaccept.conformance.positions import Position, RoundFacts
+from specaccept.conformance.positions import Position, RoundFacts, position_stats, round_stats
 from specaccept.conformance.trace import Round
 
 V = 8
@@ -117,27 +117,35 @@ def test_draft_law_does_not_run_without_a_drafter_law(tmp_path: Path) -> None:
     assert result.verdict is Verdict.NOT_RUN and "no drafter law" in result.detail
 
 
-def _round_stub() -> Round:
-    return Round(index=0, line=2, position=0, rule="stochastic", draft_tokens=[], emitted=[0],
-                 num_accepted=0, target_rows=np.ones((1, 1), dtype=np.float32),
+def _round_stub(rows: np.ndarray | None = None, token: int = 0) -> Round:
+    return Round(index=0, line=2, position=0, rule="stochastic", draft_tokens=[],
+                 emitted=[token], num_accepted=0,
+                 target_rows=rows if rows is not None else np.ones((1, 1), dtype=np.float32),
                  draft_rows=None, uniforms=None, cache=None, stopped=False)
+
+
+def _bonus(p: np.ndarray, token: int, blind: np.ndarray) -> Position:
+    """A bonus position with its rows; its statistics are those of a one-row round."""
+    stub = _round_stub(p.astype(np.float32)[None, :], token)
+    return Position(round=stub, offset=1, p=p, q=None, draft=None, emitted=token,
+                    accepted=False, stats=position_stats(round_stats(stub), 0), p_blind=blind)
 
 
 def _blind_positions(rng: np.random.Generator, n: int, from_blind: bool) -> list[Position]:
     """n bonus positions with random p and p_blind, the token drawn from one of them."""
-    stub, out = _round_stub(), []
+    out = []
     for _ in range(n):
         p, blind = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         token = int(rng.choice(V, p=blind if from_blind else p))
-        out.append(Position(round=stub, offset=1, p=p, q=None, draft=None, emitted=token,
-                            accepted=False, p_blind=blind))
+        out.append(_bonus(p, token, blind))
     return out
 
 
 def check_history(positions: list[Position], alpha: float) -> Any:
     """The history check on these positions alone (no power model)."""
     state = HistoryState()
-    state.update(RoundFacts(positions[0].round, positions, False))
+    state.update(RoundFacts(positions[0].round, positions, False,
+                            round_stats(positions[0].round)))
     return state.result(alpha)
 
 
@@ -156,12 +164,8 @@ def test_the_history_bet_false_alarms_at_most_alpha_and_catches_the_blind_law() 
 
 
 def test_the_history_bet_survives_a_token_the_blind_law_rules_out() -> None:
-    stub = _round_stub()
     p, blind = np.array([0.5, 0.5]), np.array([1.0, 0.0])
-    positions = [Position(round=stub, offset=1, p=p, q=None, draft=None, emitted=1,
-                          accepted=False, p_blind=blind)]
-    positions += [Position(round=stub, offset=1, p=p, q=None, draft=None, emitted=0,
-                           accepted=False, p_blind=blind) for _ in range(40)]
+    positions = [_bonus(p, 1, blind)] + [_bonus(p, 0, blind) for _ in range(40)]
     # One factor 1/2 for token 1, then 3/2 per token 0: the wealth recovers and crosses.
     result = check_history(positions, 1e-4)
     assert result.verdict is Verdict.FAIL, result.statistic

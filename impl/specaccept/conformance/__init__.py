@@ -1,8 +1,8 @@
 """The conformance kit: read an engine's speculative-decoding trace, check it against the spec.
 
 `read_trace` parses a trace (``spec/trace_format.md``) and `check_trace` runs the chain
-checks (replay, fresh, support, acceptance, law, rewind, draft-law, history, batch), each in
-its own module, and on a trace's tree rounds the six tree checks of
+checks (replay, fresh, support, acceptance, law, rewind, draft-law, history, batch, and on a
+compact trace stats), each in its own module, and on a trace's tree rounds the six tree checks of
 `specaccept.conformance.tree_checks`. For traces of any length, `TraceStream` reads one
 round at a time and `TraceChecker` keeps every check as a mergeable state: `check_paths`
 checks the pieces of a trace in parallel processes, and `save_state`, `load_state` and
@@ -22,6 +22,7 @@ from specaccept.conformance.trace import (
     TRACE_VERSION,
     TRACE_VERSIONS,
     Round,
+    RoundStats,
     Run,
     Trace,
     TraceError,
@@ -44,6 +45,7 @@ __all__ = [
     "PieceConflict",
     "Power",
     "Round",
+    "RoundStats",
     "Run",
     "Trace",
     "TraceChecker",

@@ -11,6 +11,7 @@ from specaccept.conformance.bugs import BUG_CLASSES, Outcome
 from specaccept.conformance.exact import ExactSum, LogSurvival, State
 from specaccept.conformance.positions import (
     RoundFacts,
+    TestedStats,
     is_full_block_round,
     token_rule,
     verify_block_round,
@@ -28,6 +29,15 @@ def _closed_form(rule: AcceptanceRule, p: np.ndarray, q: np.ndarray) -> float:
     if rule is AcceptanceRule.GREEDY_ARGMAX:
         return float(q[int(np.argmax(p))])
     return float(np.dot(p, q))
+
+
+def _closed_form_of(rule: AcceptanceRule, tested: TestedStats) -> float:
+    """`_closed_form` from a position's statistics."""
+    if rule is AcceptanceRule.STOCHASTIC:
+        return tested.overlap
+    if rule is AcceptanceRule.GREEDY_ARGMAX:
+        return tested.q_at_argmax_p
+    return tested.dot
 
 
 def _is_certain(alpha: float) -> bool:
@@ -104,10 +114,11 @@ class AcceptanceState(State):
         self.positions_tested += sum(1 for pos in facts.positions if pos.tested)
         rule = token_rule(round_)
         for pos in facts.positions:
-            if not (pos.tested and pos.q is not None and rule is not None):
+            tested = pos.stats.tested
+            if not (pos.tested and tested is not None and rule is not None):
                 continue
-            claimed = _closed_form(rule, pos.p, pos.q)
-            ceiling = float(np.minimum(pos.p, pos.q).sum())
+            claimed = _closed_form_of(rule, tested)
+            ceiling = tested.overlap
             self.tested += 1
             self.accepted += pos.accepted
             self.claimed.add(claimed)
@@ -144,6 +155,7 @@ class AcceptanceState(State):
                 if isinstance(outcome, str):
                     notes.add(outcome)
                 elif isinstance(outcome, Outcome):
+                    assert pos.p is not None, "the power model reads rounds with rows"
                     self.bug_terms.setdefault(bug.id, _BugTerms()).add(
                         _closed_form(rule, pos.p, outcome.claimed_q), outcome.acceptance)
 

@@ -56,17 +56,16 @@ class PieceConflict(ValueError):
 
 def _interval(position: Position, rule: AcceptanceRule) -> tuple[float, float] | None:
     """The accept event as u in [lo, hi) for the uniform that decides it, given the draft."""
-    t = position.draft
-    assert t is not None
-    p = position.p
-    if rule is AcceptanceRule.STOCHASTIC and position.q is not None:
-        q = float(position.q[t])
-        rho = 0.0 if p[t] <= 0 else (1.0 if q <= 0 else min(1.0, float(p[t]) / q))
+    stats = position.stats
+    p, below = stats.p_draft, stats.p_below_draft
+    assert p is not None and below is not None, "a tested position"
+    if rule is AcceptanceRule.STOCHASTIC and stats.tested is not None:
+        q = stats.tested.q_draft
+        rho = 0.0 if p <= 0 else (1.0 if q <= 0 else min(1.0, p / q))
         return 0.0, rho
     if rule in (AcceptanceRule.SAMPLER_MATCH,
                 AcceptanceRule.SAMPLER_MATCH_NO_PROPOSAL_DISTRIBUTION):
-        below = float(p[:t].sum())
-        return below, below + float(p[t])
+        return below, below + p
     return None
 
 
@@ -149,7 +148,7 @@ class BatchState(State):
             slot, round_.run.id, round_.index, round_.line, read_uniforms(round_),
             read_cells(round_) if round_.uniforms is not None else [],
             round_.uniforms is not None, tests))
-        alone = RoundFacts(round_, facts.positions, False)
+        alone = RoundFacts(round_, facts.positions, False, facts.stats)
         self.acceptance.setdefault(round_.run.id, AcceptanceState()).update(alone)
         self.law.setdefault(round_.run.id, LawState()).update(alone, model_power=False)
 

@@ -28,6 +28,7 @@ from specaccept.conformance.support import SupportState
 from specaccept.conformance.trace import Round, Trace, TreeRound
 from specaccept.conformance.tree_checks import _read_uniforms as tree_read_uniforms
 from specaccept.conformance.tree_checks import check_tree_rounds
+from specaccept.conformance.written_stats import WrittenStatsState
 
 __all__ = ["DEFAULT_ALPHA", "PieceConflict", "RunSpan", "TraceChecker", "check_trace"]
 
@@ -61,6 +62,8 @@ class TraceChecker(State):
     source: str = ""
     """The trace file the rounds came from (a batch step is a step of one file)."""
     rounds: int = 0
+    with_rows: int = 0
+    """Chain rounds that hold their rows (all of a full trace's)."""
     modelled: int = 0
     tokens: int = 0
     positions_tested: int = 0
@@ -73,6 +76,7 @@ class TraceChecker(State):
     draft_law: DraftLawState = field(default_factory=DraftLawState)
     history: HistoryState = field(default_factory=HistoryState)
     batch: BatchState = field(default_factory=BatchState)
+    written_stats: WrittenStatsState = field(default_factory=WrittenStatsState)
     tree_rounds: list[TreeRound] = field(default_factory=list)
     runs: dict[str, RunSpan] = field(default_factory=dict)
     truncated: str | None = None
@@ -87,6 +91,7 @@ class TraceChecker(State):
             return
         facts = round_facts(round_, history or [], self.vocab_size)
         self.rounds += 1
+        self.with_rows += round_.has_rows
         self.modelled += facts.modelled
         self.tokens += len(facts.positions)
         self.positions_tested += sum(1 for pos in facts.positions if pos.tested)
@@ -99,11 +104,12 @@ class TraceChecker(State):
         self.draft_law.update(facts)
         self.history.update(facts)
         self.batch.update(facts, self.source)
+        self.written_stats.update(facts)
 
     def merge(self, other: TraceChecker) -> None:
         """Append the state of the next piece (a later part of the same trace, or another
         trace file of the same engine, whose runs are its own)."""
-        for key in ("format", "vocab_size", "engine"):
+        for key in ("format", "vocab_size", "engine", "compact"):
             if self.header.get(key) != other.header.get(key):
                 raise PieceConflict(f"the pieces' headers differ in {key!r}: "
                                     f"{self.header.get(key)!r} against {other.header.get(key)!r}")
@@ -134,11 +140,12 @@ class TraceChecker(State):
             raise PieceConflict(f"a piece before the last is truncated ({self.truncated})")
         self.truncated = other.truncated
         self.rounds += other.rounds
+        self.with_rows += other.with_rows
         self.modelled += other.modelled
         self.tokens += other.tokens
         self.positions_tested += other.positions_tested
         for name in ("replay", "fresh", "support", "acceptance", "law", "rewind", "draft_law",
-                     "history", "batch"):
+                     "history", "batch", "written_stats"):
             getattr(self, name).merge(getattr(other, name))
         self.tree_rounds += other.tree_rounds
 
@@ -148,18 +155,22 @@ class TraceChecker(State):
         on the tree rounds (a trace of tree rounds alone gets the tree checks alone)."""
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+        # Checks that read every round's statistics scale the modelled rounds' powers to
+        # every round; replay and history read the rounds with rows alone.
         scale = self.rounds / self.modelled if self.modelled else 1.0
+        rows_scale = self.with_rows / self.modelled if self.modelled else 1.0
         runs: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
-            ("replay", lambda: self.replay.result(scale)),
+            ("replay", lambda: self.replay.result(rows_scale)),
             ("fresh", lambda: self.fresh.result(alpha)),
             ("support", lambda: self.support.result(scale)),
             ("acceptance", lambda: self.acceptance.result(alpha, scale)),
             ("law", lambda: self.law.result(alpha)),
             ("rewind", lambda: self.rewind.result()),
             ("draft-law", lambda: self.draft_law.result(alpha)),
-            ("history", lambda: self.history.result(alpha, scale)),
+            ("history", lambda: self.history.result(alpha, rows_scale)),
             ("batch", lambda: self.batch.result(alpha)),
-        )
+        ) + ((("stats", lambda: self.written_stats.result()),)
+             if self.header.get("compact") is not None else ())
         checks: list[CheckResult] = []
         if self.rounds or not self.tree_rounds:
             for label, run in runs:
@@ -181,6 +192,10 @@ class TraceChecker(State):
         if self.modelled < self.rounds:
             report.power_note = (f"powers estimated on the {self.modelled} of {self.rounds} "
                                  f"rounds the power model read (vocab_size {self.vocab_size})")
+        if self.with_rows < self.rounds:
+            report.power_note = (f"{report.power_note}; " if report.power_note else "") + (
+                f"compact trace: {self.with_rows} of {self.rounds} rounds keep their rows "
+                "(replay, history and the power model read those)")
         return report
 
 

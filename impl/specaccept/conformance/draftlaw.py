@@ -17,9 +17,10 @@ import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES
 from specaccept.conformance.exact import State
-from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf, pit_value
-from specaccept.conformance.positions import RoundFacts, claimed_rule, unit_hash
+from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf
+from specaccept.conformance.positions import RoundFacts, claimed_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import unit_hash
 from specaccept.core.acceptance import AcceptanceRule
 
 __all__ = ["DRAFT_LAW_SEED", "DraftLawState"]
@@ -40,17 +41,16 @@ class DraftLawState(State):
     modelled: bool = False
 
     def update(self, facts: RoundFacts) -> None:
-        round_ = facts.round
-        if round_.draft_rows is None:
+        round_, stats = facts.round, facts.stats
+        if not stats.records_drafter:
             return
-        rows = min(round_.draft_rows.shape[0], round_.k)
+        rows = stats.q_draft.size
         for i in range(rows):
-            q = round_.draft_rows[i].astype(np.float64)
-            token = round_.draft_tokens[i]
             # Ordered by q descending: a drafter sharper than its record piles up near 0.
             jitter = unit_hash(DRAFT_LAW_SEED, round_.run.id, round_.index, i)
-            self.pit.add(pit_value(q, q, token, jitter))
-            self.zero += q[token] <= 0
+            q_token = float(stats.q_draft[i])
+            self.pit.add(float(stats.pit_q[i]) + jitter * q_token)
+            self.zero += q_token <= 0
         rule = claimed_rule(round_)
         if facts.modelled:
             self.modelled = True
@@ -65,7 +65,7 @@ class DraftLawState(State):
         sampler alone; a drafted row the target recorded no row for is given q in p's place.
         """
         round_ = facts.round
-        assert round_.draft_rows is not None
+        assert round_.draft_rows is not None, "the power model reads rounds with rows"
         q = round_.draft_rows[i].astype(np.float64)
         p = round_.target_rows[i].astype(np.float64) if i < round_.target_rows.shape[0] else q
         # Bugs that record the same q share one ordering: one sort for all of them.

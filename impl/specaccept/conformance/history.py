@@ -102,7 +102,7 @@ class HistoryState(State):
 
     def update(self, facts: RoundFacts) -> None:
         for pos in facts.positions:
-            if pos.p_blind is None:
+            if pos.p_blind is None or pos.p is None:
                 continue
             self.seen = True
             if np.array_equal(pos.p_blind, pos.p):
@@ -125,6 +125,7 @@ class HistoryState(State):
                 law = outcome.emitted if isinstance(outcome, Outcome) else bonus
                 if isinstance(outcome, str):
                     notes.add(outcome)
+                assert pos.p is not None, "the power model reads rounds with rows"
                 law = law if isinstance(law, np.ndarray) else pos.p
                 growth.moved = growth.moved or not np.array_equal(law, pos.p)
                 if pos.p_blind is None:

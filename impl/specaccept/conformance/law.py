@@ -18,8 +18,9 @@ import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
 from specaccept.conformance.exact import State
-from specaccept.conformance.positions import Position, RoundFacts, token_rule, unit_hash
+from specaccept.conformance.positions import Position, RoundFacts, qp_key, token_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
+from specaccept.conformance.trace import unit_hash
 
 __all__ = [
     "BIN_CHOICES",
@@ -177,10 +178,9 @@ def pit_cdf(p: np.ndarray, key: np.ndarray, laws: list[np.ndarray]) -> np.ndarra
 def _keys(position: Position, ordering: str) -> np.ndarray:
     # Under block verification a token's law is p given the emitted prefix only, not
     # given the round's drafts, so its order may read nothing of the round: p alone.
+    assert position.p is not None, "the power model reads rounds with rows"
     if ordering == "q/p" and position.q is not None and token_rule(position.round):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = position.q / np.where(position.p > 0, position.p, 1)
-            return np.where(position.p > 0, ratio, np.inf)
+        return qp_key(position.p, position.q)
     return position.p
 
 
@@ -205,10 +205,11 @@ class LawState(State):
 
     def update(self, facts: RoundFacts, model_power: bool = True) -> None:
         for pos in facts.positions:
+            # `pit_value` with the lower ends the position's statistics hold.
             jitter = position_jitter(LAW_SEED, pos)
+            lower = {"p": pos.stats.pit_p, "q/p": pos.stats.pit_qp}
             for ordering in ORDERINGS:
-                self.pit[ordering].add(pit_value(pos.p, _keys(pos, ordering), pos.emitted,
-                                                 jitter))
+                self.pit[ordering].add(lower[ordering] + jitter * pos.stats.p_token)
         if facts.modelled and model_power:
             self._power_terms(facts)
 
@@ -218,6 +219,7 @@ class LawState(State):
             self.notes.setdefault(bug.id, set())
             self.laws.setdefault(bug.id, {ordering: BinLaws() for ordering in ORDERINGS})
         for n, pos in enumerate(facts.positions):
+            assert pos.p is not None, "the power model reads rounds with rows"
             laws, moved = [], []
             for bug in bugs:
                 outcome, bonus = facts.outcomes[bug][n], facts.bonus[bug][n]

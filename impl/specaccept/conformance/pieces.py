@@ -31,6 +31,7 @@ from specaccept.conformance import (
     replay,
     rewind,
     support,
+    written_stats,
 )
 from specaccept.conformance.checks import RunSpan, TraceChecker
 from specaccept.conformance.trace import TraceStream
@@ -69,7 +70,7 @@ def check_piece(piece: Piece) -> TraceChecker:
     path, first, last = piece
     stream = TraceStream(path, first, last)
     header = {key: stream.header.get(key) for key in ("format", "version", "vocab_size",
-                                                      "engine")}
+                                                      "engine", "compact")}
     checker = TraceChecker(vocab_size=stream.vocab_size, header=header, source=path)
     opened: dict[str, int] = {}
     for round_ in stream:
@@ -148,7 +149,7 @@ def check_paths(paths: Sequence[str], jobs: int) -> TraceChecker:
 
 _STATES: dict[str, Any] = {
     cls.__name__: cls for module in (acceptance, batch, draftlaw, exact, fresh, history, law,
-                                     replay, rewind, support)
+                                     replay, rewind, support, written_stats)
     for cls in vars(module).values()
     if isinstance(cls, type) and hasattr(cls, "from_json") and cls.__module__ == module.__name__
 }

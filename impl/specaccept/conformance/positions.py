@@ -7,7 +7,6 @@ spec does.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, BonusLaws, PositionOutcomes
-from specaccept.conformance.trace import Round, Trace
+from specaccept.conformance.trace import Round, RoundStats, Trace, unit_hash
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.joint import verify_blockwise
 from specaccept.core.sampling import effective_token_distribution
@@ -23,31 +22,67 @@ from specaccept.core.sampling import effective_token_distribution
 __all__ = [
     "POWER_MODEL_VOCAB",
     "Position",
+    "PositionStats",
     "RoundFacts",
+    "TestedStats",
     "claimed_rule",
     "decided_positions",
     "is_full_block_round",
     "models_power",
+    "position_stats",
     "prefix_weight",
+    "qp_key",
     "read_cells",
     "round_facts",
+    "round_stats",
     "token_rule",
     "unit_hash",
     "verify_block_round",
 ]
 
 
+@dataclass(frozen=True)
+class TestedStats:
+    """A tested position's scalar facts that read q (see `RoundStats`): the draft's and the
+    token's masses under q, and the sums over V the rules' closed forms read."""
+
+    q_draft: float
+    q_token: float
+    residual: float
+    """The float32 sum of relu(p - q): the stochastic residual has mass when it is > 0."""
+    overlap: float
+    dot: float
+    q_at_argmax_p: float
+
+
+@dataclass(frozen=True)
+class PositionStats:
+    """A position's scalar facts, whether read from its rows or from a compact trace."""
+
+    p_token: float
+    pit_p: float
+    pit_qp: float
+    p_draft: float | None
+    """p of the draft at a tested position; None at a bonus token."""
+    p_below_draft: float | None
+    """The mass of p on ids below the draft; None at a bonus token."""
+    tested: TestedStats | None
+    """None at a bonus token, or where the drafter's law is not recorded."""
+
+
 @dataclass
 class Position:
-    """One decided output position: a tested draft, or a bonus token."""
+    """One decided output position: a tested draft, or a bonus token. `p` and `q` are its
+    rows (None in a compact round without rows); `stats` its scalar facts either way."""
 
     round: Round
     offset: int
-    p: np.ndarray
+    p: np.ndarray | None
     q: np.ndarray | None
     draft: int | None
     emitted: int
     accepted: bool
+    stats: PositionStats
     p_blind: np.ndarray | None = None
 
     @property
@@ -132,20 +167,102 @@ def _blind_rows(round_: Round, history: list[int]) -> np.ndarray | None:
     return np.array(mx.stack(rows), dtype=np.float64)
 
 
-def round_positions(round_: Round, history: list[int]) -> list[Position]:
-    """The round's emitted tokens with the laws each was decided on; `history` is the run's
-    prompt and emitted tokens before the round."""
-    out: list[Position] = []
-    blind = _blind_rows(round_, history)
+def _pit_lower(p: np.ndarray, key: np.ndarray, token: int) -> float:
+    """The mass ordered before `token` (key descending, ties by id): `pit_value` at jitter 0."""
+    pivot = key[token]
+    return float(p[key > pivot].sum()) + float(p[:token][key[:token] == pivot].sum())
+
+
+def qp_key(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The q/p order's key: q / p where p > 0, +inf where p = 0 (such tokens first)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = q / np.where(p > 0, p, 1)
+        return np.where(p > 0, ratio, np.inf)
+
+
+def round_stats(round_: Round) -> RoundStats:
+    """The round's statistics (`RoundStats`) computed from its rows in float64, as a compact
+    trace's writer computes them; the float32 residual as the support check reads it."""
     target = round_.target_rows.astype(np.float64)
     draft = round_.draft_rows.astype(np.float64) if round_.draft_rows is not None else None
+    emitted, drafts = round_.emitted, round_.draft_tokens
+    tested = min(len(emitted), round_.k) if draft is not None else 0
+    by_q = token_rule(round_) is not None
+    tokens = np.array(emitted, dtype=np.int64)
+    rows = np.arange(len(emitted))
+    pit_p = [_pit_lower(target[n], target[n], y) for n, y in enumerate(emitted)]
+    pit_qp = [_pit_lower(target[n], qp_key(target[n], draft[n]), y)
+              if by_q and n < tested and draft is not None else pit_p[n]
+              for n, y in enumerate(emitted)]
+    decided = min(len(emitted), round_.k)
+    d = np.array(drafts[:decided], dtype=np.int64)
+    p_d = target[:decided]
+    p_draft = p_d[np.arange(decided), d]
+    p_below_draft = np.array([float(p_d[n, :d[n]].sum()) for n in range(decided)])
+    t = np.arange(tested)
+    p_t = target[:tested]
+    empty = np.zeros(0)
+    if draft is not None and tested and round_.draft_rows is not None:
+        q_t = draft[:tested]
+        # In float32, as the support check has always summed it: only its sign is read.
+        residual = np.maximum(round_.target_rows[:tested] - round_.draft_rows[:tested],
+                              np.float32(0)).sum(axis=1)
+        compared = dict(
+            q_token=q_t[t, tokens[:tested]], residual=residual.astype(np.float64),
+            overlap=np.minimum(p_t, q_t).sum(axis=1),
+            dot=np.array([float(np.dot(p_t[n], q_t[n])) for n in range(tested)]),
+            q_at_argmax_p=q_t[t, np.argmax(p_t, axis=1)],
+        )
+    else:
+        compared = {key: empty for key in ("q_token", "residual", "overlap", "dot",
+                                           "q_at_argmax_p")}
+    if draft is not None:
+        m = min(draft.shape[0], round_.k)
+        q_draft = draft[np.arange(m), np.array(drafts[:m], dtype=np.int64)]
+        pit_q = np.array([_pit_lower(draft[i], draft[i], drafts[i]) for i in range(m)])
+    else:
+        q_draft, pit_q = empty, empty
+    return RoundStats(
+        p_token=target[rows, tokens], pit_p=np.array(pit_p), pit_qp=np.array(pit_qp),
+        p_draft=p_draft, p_below_draft=p_below_draft, q_draft=q_draft, pit_q=pit_q,
+        **compared)
+
+
+def position_stats(stats: RoundStats, n: int) -> PositionStats:
+    """Position n's scalar facts from its round's statistics."""
+    tested = None
+    if n < stats.q_token.size:
+        tested = TestedStats(
+            float(stats.q_draft[n]), float(stats.q_token[n]), float(stats.residual[n]),
+            float(stats.overlap[n]), float(stats.dot[n]), float(stats.q_at_argmax_p[n]))
+    decided = n < stats.p_draft.size
+    return PositionStats(
+        float(stats.p_token[n]), float(stats.pit_p[n]), float(stats.pit_qp[n]),
+        float(stats.p_draft[n]) if decided else None,
+        float(stats.p_below_draft[n]) if decided else None, tested)
+
+
+def round_positions(round_: Round, history: list[int],
+                    stats: RoundStats | None = None) -> list[Position]:
+    """The round's emitted tokens with the laws each was decided on; `history` is the run's
+    prompt and emitted tokens before the round; `stats` its statistics (from its rows when
+    not given)."""
+    out: list[Position] = []
+    stats = stats if stats is not None else (round_stats(round_) if round_.has_rows
+                                             else round_.stats)
+    assert stats is not None, "a round without rows holds its statistics"
+    rows = round_.has_rows
+    blind = _blind_rows(round_, history) if rows else None
+    target = round_.target_rows.astype(np.float64) if rows else None
+    draft = (round_.draft_rows.astype(np.float64)
+             if rows and round_.draft_rows is not None else None)
     for i, token in enumerate(round_.emitted):
         tested = i < round_.k
         q = draft[i] if tested and draft is not None and i < draft.shape[0] else None
         out.append(Position(
-            round=round_, offset=i, p=target[i], q=q,
+            round=round_, offset=i, p=target[i] if target is not None else None, q=q,
             draft=round_.draft_tokens[i] if tested else None, emitted=token,
-            accepted=i < round_.num_accepted,
+            accepted=i < round_.num_accepted, stats=position_stats(stats, i),
             p_blind=blind[i] if blind is not None and i > 0 else None,
         ))
     return out
@@ -169,16 +286,13 @@ powers are scaled to the whole trace. A modelled round costs several passes over
 and position and a few sorts of V; the verdicts read every round whatever the vocabulary."""
 
 
-def unit_hash(*key: object) -> float:
-    """A number in [0, 1) fixed by `key` alone: the same in any piece, process or language
-    (the first 8 bytes of BLAKE2b over the key's text, big-endian, over 2**64)."""
-    text = "/".join(str(part) for part in key).encode("utf-8")
-    digest = hashlib.blake2b(text, digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
-
-
 def models_power(round_: Round, vocab_size: int) -> bool:
-    """Whether the round's positions feed the power model (see `POWER_MODEL_VOCAB`)."""
+    """Whether the round's positions feed the power model (see `POWER_MODEL_VOCAB`): in a
+    compact trace its rounds with rows, and never one without (the model reads the laws)."""
+    if not round_.has_rows:
+        return False
+    if round_.stats is not None:
+        return True  # a compact trace's rounds with rows are a seeded share already
     if vocab_size <= POWER_MODEL_VOCAB:
         return True
     return unit_hash("power", round_.run.id, round_.index) < POWER_MODEL_VOCAB / vocab_size
@@ -198,6 +312,7 @@ def bug_models(positions: list[Position]) -> tuple[PositionOutcomes, BonusLaws]:
                 outcomes[bug].append("not modelled for block verification")
                 bonus[bug].append(None)
                 continue
+            assert pos.p is not None, "the power model reads rounds with rows"
             if pos.tested and pos.q is not None and rule is not None:
                 outcomes[bug].append(bug.outcome(
                     rule, pos.p, pos.q, draft_sampler=pos.round.run.draft_sampler,
@@ -212,20 +327,24 @@ def bug_models(positions: list[Position]) -> tuple[PositionOutcomes, BonusLaws]:
 
 @dataclass
 class RoundFacts:
-    """One chain round as every check reads it: its positions and, when the round feeds the
-    power model, each bug's law at each position."""
+    """One chain round as every check reads it: its positions (their statistics from the
+    rows where the round holds rows, else the ones the trace wrote), the round's statistics,
+    and, when the round feeds the power model, each bug's law at each position."""
 
     round: Round
     positions: list[Position]
     modelled: bool
+    stats: RoundStats
     outcomes: PositionOutcomes = field(default_factory=dict)
     bonus: BonusLaws = field(default_factory=dict)
 
 
 def round_facts(round_: Round, history: list[int], vocab_size: int) -> RoundFacts:
     """The round's positions, and its bug models when `models_power` selects it."""
-    positions = round_positions(round_, history)
+    stats = round_stats(round_) if round_.has_rows else round_.stats
+    assert stats is not None, "a round without rows holds its statistics"
+    positions = round_positions(round_, history, stats)
     if not models_power(round_, vocab_size):
-        return RoundFacts(round_, positions, False)
+        return RoundFacts(round_, positions, False, stats)
     outcomes, bonus = bug_models(positions)
-    return RoundFacts(round_, positions, True, outcomes, bonus)
+    return RoundFacts(round_, positions, True, stats, outcomes, bonus)

@@ -270,12 +270,17 @@ class ReplayState(State):
     within_envelope: int = 0
     """Decisions on rows rebuilt from logits that differ from the spec's only within the
     float32 envelope of a boundary (`envelope`)."""
+    without_rows: int = 0
+    """A compact trace's rounds that hold statistics alone: there is nothing to replay."""
     power: PowerProduct = field(default_factory=PowerProduct)
 
     def update(self, facts: RoundFacts) -> None:
         round_ = facts.round
         if facts.modelled:
             _power_terms(facts, self.power)
+        if not round_.has_rows:
+            self.without_rows += 1
+            return
         if round_.uniforms is None:
             return
         self.rounds += 1
@@ -318,14 +323,18 @@ class ReplayState(State):
         self.unrecorded += other.unrecorded
         self.cut += other.cut
         self.within_envelope += other.within_envelope
+        self.without_rows += other.without_rows
         self.power.merge(other.power)
 
     def result(self, power_scale: float) -> CheckResult:
         """Every decision equals the spec's on the recorded uniforms; zero tolerance."""
         name, threshold = "replay", "0 divergent decisions"
+        compact = (f"{self.without_rows} rounds of the compact trace hold statistics, not "
+                   "rows, and were not replayed" if self.without_rows else "")
         if not self.rounds:
             return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                               "the trace records no uniforms")
+                               "the trace records no uniforms" if not self.without_rows else
+                               "no round with rows records uniforms; " + compact)
         if self.compared == 0:
             why = ("no round records the uniforms its rule's decisions read" if self.unrecorded
                    else "no round has a rule this library replays and the rows it reads")
@@ -338,7 +347,8 @@ class ReplayState(State):
             f"{self.within_envelope} decisions on rows rebuilt from logits differ from the "
             "spec's only within float32 rounding of a boundary (not divergences)"] * bool(
             self.within_envelope)
-        detail = self.first or "; ".join(not_replayed)
+        detail = "; ".join(part for part in (self.first or "; ".join(not_replayed), compact)
+                           if part)
         return CheckResult(
             name, Verdict.FAIL if self.divergent else Verdict.PASS,
             f"divergent rounds = {self.divergent} of "
@@ -364,6 +374,7 @@ def _power_terms(facts: RoundFacts, power: PowerProduct) -> None:
             if isinstance(outcome, str):
                 power.add(bug.id, None, outcome)
                 continue
+            assert pos.p is not None, "the power model reads rounds with rows"
             if isinstance(outcome, Outcome) and pos.q is not None:
                 right = correct_outcome(rule, pos.p, outcome.claimed_q)
                 distance = 0.5 * float(np.abs(right.accepted - outcome.accepted).sum()

@@ -17,31 +17,35 @@ __all__ = ["SupportState"]
 
 
 def _support_violation(position: Position) -> str:
-    p, token = position.p, position.emitted
+    stats, token = position.stats, position.emitted
     where = f"round {position.round.index} (line {position.round.line}), position {position.offset}"
-    if p[token] <= 0:
+    if stats.p_token <= 0:
         return f"{where}: emitted token {token} has p = 0"
     rule = claimed_rule(position.round)
-    if (position.tested and not position.accepted and rule is AcceptanceRule.STOCHASTIC
-            and position.q is not None and position.draft is not None):
+    tested = stats.tested
+    if (tested is not None and not position.accepted and rule is AcceptanceRule.STOCHASTIC
+            and position.draft is not None and stats.p_draft is not None):
         # The test keeps draft t when p[t] > 0 and u * q[t] <= p[t], u < 1: certain once
         # p[t] >= q[t], so rejecting such a draft is impossible, not unlikely.
-        t = position.draft
-        if p[t] > 0 and position.q[t] <= p[t]:
-            return (f"{where}: draft {t} was rejected though p = {p[t]:.6g} >= q = "
-                    f"{position.q[t]:.6g}: its acceptance probability is 1")
-    if (position.tested and not position.accepted and rule in (AcceptanceRule.STOCHASTIC,
-                                                                AcceptanceRule.BLOCK)
-            and position.q is not None):
-        q = position.q
-        # Block verification draws from max(w p - q, 0) with w <= 1: inside {p > q} too.
-        weight = (prefix_weight(position.round, position.offset)
-                  if rule is AcceptanceRule.BLOCK else 1.0)
-        residual_mass = np.maximum(
-            np.float32(weight) * p.astype(np.float32) - q.astype(np.float32), 0).sum()
-        if residual_mass > 0 and p[token] <= q[token]:
-            return (f"{where}: replacement {token} has p = {p[token]:.6g} <= q = {q[token]:.6g}: "
-                    "outside the residual's support")
+        t, p_t, q_t = position.draft, stats.p_draft, tested.q_draft
+        if p_t > 0 and q_t <= p_t:
+            return (f"{where}: draft {t} was rejected though p = {p_t:.6g} >= q = "
+                    f"{q_t:.6g}: its acceptance probability is 1")
+    if (tested is not None and not position.accepted
+            and rule in (AcceptanceRule.STOCHASTIC, AcceptanceRule.BLOCK)):
+        if rule is AcceptanceRule.BLOCK:
+            # Block verification draws from max(w p - q, 0) with w <= 1: inside {p > q}
+            # too. Block rounds keep their rows in every trace.
+            assert position.p is not None and position.q is not None
+            weight = prefix_weight(position.round, position.offset)
+            residual_mass = float(np.maximum(
+                np.float32(weight) * position.p.astype(np.float32)
+                - position.q.astype(np.float32), 0).sum())
+        else:
+            residual_mass = tested.residual
+        if residual_mass > 0 and stats.p_token <= tested.q_token:
+            return (f"{where}: replacement {token} has p = {stats.p_token:.6g} <= q = "
+                    f"{tested.q_token:.6g}: outside the residual's support")
     return ""
 
 
@@ -87,6 +91,7 @@ def _power_terms(facts: RoundFacts, power: PowerProduct) -> None:
         power.touch(bug.id)
         for pos, outcome, bonus_law in zip(facts.positions, facts.outcomes[bug],
                                            facts.bonus[bug], strict=True):
+            assert pos.p is not None, "the power model reads rounds with rows"
             if isinstance(outcome, str):
                 power.add(bug.id, None, outcome)
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -35,16 +36,19 @@ __all__ = [
     "MAX_VOCAB_SIZE",
     "PROBABILITY_SUM_TOLERANCE",
     "ROW_DTYPES",
+    "STAT_KEYS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "TRACE_VERSIONS",
     "Round",
+    "RoundStats",
     "Run",
     "Trace",
     "TraceError",
     "TreeRound",
     "read_trace",
     "sampler_from_json",
+    "unit_hash",
 ]
 
 TRACE_FORMAT = "specaccept-trace"
@@ -67,8 +71,19 @@ _ROUND_KEYS = frozenset({
     "round", "position", "rule", "draft_tokens", "emitted", "target", "draft", "num_accepted",
     "uniforms", "cache", "stopped",
 })
-_ROUND_KEYS_V2 = _ROUND_KEYS | {"run", "extra"} | {"batch"}
-_HEADER_KEYS_V2 = frozenset({"format", "version", "vocab_size", "engine", "extra"})
+_ROUND_KEYS_V2 = _ROUND_KEYS | {"run", "extra"} | {"batch"} | {"stats"}
+_HEADER_KEYS_V2 = frozenset({"format", "version", "vocab_size", "engine", "extra", "compact"})
+STAT_KEYS = {
+    "emitted": ("p_token", "pit_p", "pit_qp"),
+    "tested": ("p_draft", "p_below_draft"),
+    "compared": ("q_token", "residual", "overlap", "dot", "q_at_argmax_p"),
+    "drafts": ("q_draft", "pit_q"),
+}
+"""A compact round's `stats`, by what they are given for: each emitted token; each tested
+position (a draft the round decided); each tested position again where the drafter's law is
+recorded; each recorded draft row."""
+_STAT_RANGE_SLACK = 1e-3
+"""A statistic that is a mass may exceed 1 by a row's tolerated sum error."""
 _RUN_KEYS = frozenset({
     "record", "run", "prompt", "prompt_length", "target_sampler", "draft_sampler", "extra",
 })
@@ -80,6 +95,22 @@ _SAMPLER_INTEGERS = frozenset({
     "top_k", "repetition_context_size", "dry_allowed_length", "dry_penalty_last_n",
 })
 _TOKEN_KEY = re.compile(r"[0-9]{1,10}")
+
+
+def unit_hash(*key: object) -> float:
+    """A number in [0, 1) fixed by `key` alone: the same in any piece, process or language
+    (the first 8 bytes of BLAKE2b over the key's text, big-endian, over 2**64)."""
+    text = "/".join(str(part) for part in key).encode("utf-8")
+    digest = hashlib.blake2b(text, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+def keeps_rows(rule: object, run_id: str, index: int, full_rows_share: float) -> bool:
+    """Whether round `index` of run `run_id` of a compact trace holds its rows: every block
+    round (its kept-length law reads every row), and the others whose
+    ``unit_hash("rows", run_id, index)`` lies below the share."""
+    return bool(rule == AcceptanceRule.BLOCK.value or rule is AcceptanceRule.BLOCK
+                or unit_hash("rows", run_id, index) < full_rows_share)
 
 
 class TraceError(ValueError):
@@ -105,6 +136,39 @@ class Run:
     """Tokens in the prompt, from ``prompt`` or ``prompt_length``; None when neither is given."""
     target_sampler: SamplerConfig | None = None
     draft_sampler: SamplerConfig | None = None
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """A round's per-decision statistics (`STAT_KEYS`), float64: written by the engine in a
+    compact trace, or computed from the rows (`specaccept.conformance.positions`).
+
+    Per emitted token n: p(y_n) and the lower ends of its randomised-PIT intervals, tokens
+    ordered by p descending (`pit_p`) and by q/p descending (`pit_qp`; p descending where
+    the round's rule is not token by token or the position has no q), ties by id. Per tested
+    position n: p(d_n) and the mass of p on ids below d_n; where q is recorded also q(y_n),
+    the float32 sum of relu(p - q), sum min(p, q), sum p q and q at the (first) argmax of p.
+    Per recorded draft row i: q(d_i) and the lower end of d_i's PIT interval under q
+    descending, ties by id.
+    """
+
+    p_token: np.ndarray
+    pit_p: np.ndarray
+    pit_qp: np.ndarray
+    p_draft: np.ndarray
+    p_below_draft: np.ndarray
+    q_token: np.ndarray
+    residual: np.ndarray
+    overlap: np.ndarray
+    dot: np.ndarray
+    q_at_argmax_p: np.ndarray
+    q_draft: np.ndarray
+    pit_q: np.ndarray
+
+    @property
+    def records_drafter(self) -> bool:
+        """Whether the drafter's law was recorded (its rows, or their statistics)."""
+        return self.q_draft.size > 0
 
 
 @dataclass(frozen=True)
@@ -148,11 +212,19 @@ class Round:
     batch: tuple[int, int] | None = None
     """The batched verification forward that decided the round, and the round's row in it,
     as a pair of step and slot (version 2's ``batch``); None when not recorded."""
+    stats: RoundStats | None = None
+    """The statistics the engine wrote (a compact trace's rounds); None in a full trace."""
 
     @property
     def k(self) -> int:
         """The number of drafts."""
         return len(self.draft_tokens)
+
+    @property
+    def has_rows(self) -> bool:
+        """False for a compact trace's round that holds its statistics alone (its
+        `target_rows` then has no row)."""
+        return bool(self.target_rows.shape[0] > 0)
 
 
 @dataclass
@@ -494,6 +566,72 @@ def _run_fields(record: Mapping[str, Any], run_id: str, line: int, vocab: int) -
                samplers.get("draft_sampler"))
 
 
+def compact_share(header: Mapping[str, Any]) -> float | None:
+    """The header's ``compact.full_rows_share`` (a real in [0, 1]); None when the trace is
+    not compact. Raises `TraceError` on a malformed ``compact``."""
+    if "compact" not in header:
+        return None
+    value = header["compact"]
+    if not isinstance(value, dict) or set(value) != {"full_rows_share"}:
+        raise TraceError(1, "compact", f"must be an object holding 'full_rows_share' alone, "
+                         f"got {_brief(value)}")
+    share = value["full_rows_share"]
+    if not _is_real(share) or not 0 <= float(share) <= 1:
+        raise TraceError(1, "compact.full_rows_share", f"must be a number in [0, 1], got "
+                         f"{_brief(share)}")
+    return float(share)
+
+
+def _stats(value: object, line: int, emitted: list[int], drafts: list[int], accepted: int,
+           draft_rows: int | None) -> RoundStats:
+    """A compact round's `stats`: every list of `STAT_KEYS` at its length, finite, each in
+    its range, and agreeing with itself where two name one value (an accepted draft is the
+    token emitted). `draft_rows`: the drafter's rows the round holds (None when it holds no
+    rows at all)."""
+    if not isinstance(value, dict):
+        raise TraceError(line, "stats", f"must be an object, got {_brief(value)}")
+    drafter = "q_draft" in value
+    wanted = [*STAT_KEYS["emitted"], *STAT_KEYS["tested"],
+              *(STAT_KEYS["compared"] + STAT_KEYS["drafts"]) * drafter]
+    unknown = sorted(set(value) - set(wanted))
+    if unknown:
+        raise TraceError(line, f"stats.{unknown[0]}", f"is not a statistic of this round "
+                         f"({wanted}; the statistics that read q go together)")
+    missing = [key for key in wanted if key not in value]
+    if missing:
+        raise TraceError(line, f"stats.{missing[0]}", "is missing")
+    k, tested = len(drafts), min(len(emitted), len(drafts))
+    q_rows = len(value["q_draft"]) if drafter and isinstance(value["q_draft"], list) else 0
+    if draft_rows is not None and drafter != (draft_rows > 0):
+        raise TraceError(line, "stats", "must give the statistics that read q exactly when "
+                         "the round holds the drafter's rows")
+    if drafter and not (tested <= q_rows <= k and (draft_rows is None or q_rows == draft_rows)):
+        want = f"{draft_rows}, the draft rows it holds" if draft_rows is not None else (
+            f"{tested} to {k}")
+        raise TraceError(line, "stats.q_draft", f"must hold {want} numbers, got {q_rows}")
+    arrays: dict[str, np.ndarray] = {}
+    for group, keys in STAT_KEYS.items():
+        length = {"emitted": len(emitted), "tested": tested, "compared": tested,
+                  "drafts": q_rows}[group]
+        for key in keys:
+            if key not in value:
+                arrays[key] = np.zeros(0)
+                continue
+            array = _reals(value[key], line, f"stats.{key}", length)
+            if array.size and not (array.min() >= 0 and array.max() <= 1 + _STAT_RANGE_SLACK):
+                i = int(np.flatnonzero((array < 0) | (array > 1 + _STAT_RANGE_SLACK))[0])
+                raise TraceError(line, f"stats.{key}[{i}]", f"must lie in [0, 1], got "
+                                 f"{value[key][i]!r}")
+            arrays[key] = array
+    stats = RoundStats(**arrays)
+    for n in range(min(accepted, tested)):
+        if stats.p_draft[n] != stats.p_token[n] or (
+                drafter and stats.q_token[n] != stats.q_draft[n]):
+            raise TraceError(line, f"stats.p_draft[{n}]", "an accepted draft is the token "
+                             "emitted: p_draft and p_token, q_token and q_draft must agree")
+    return stats
+
+
 class _Reader:
     """Validates records in order, keeping each run's history the rows were computed after."""
 
@@ -525,6 +663,10 @@ class _Reader:
             raise TraceError(line, unknown[0], "is not a version 2 header field (a run's prompt "
                              f"and samplers go in its run record): {sorted(_HEADER_KEYS_V2)}")
         _extra(header, line)
+        self.full_rows_share = compact_share(header)
+
+    full_rows_share: float | None = None
+    """A compact trace's share of rounds that keep their rows; None for a full trace."""
 
     def _open(self, run: Run) -> None:
         self.open[run.id] = _RunState(run)
@@ -681,15 +823,38 @@ class _Reader:
                 f"must start with the {accepted} accepted drafts {drafts[:accepted]}, "
                 f"got {emitted}",
             )
-        if "target" not in record:
+        share = self.full_rows_share
+        if share is None and "stats" in record:
+            raise TraceError(line, "stats", "is a compact trace's field; the header declares "
+                             "no 'compact'")
+        if share is not None:
+            if "stats" not in record:
+                raise TraceError(line, "stats", "is missing: every round of a compact trace "
+                                 "holds its statistics")
+            expected = keeps_rows(record.get("rule"), state.run.id, index, share)
+            if expected != ("target" in record):
+                which = (f"unit_hash('rows', {state.run.id!r}, {index}) < full_rows_share = "
+                         f"{share!r}" if record.get("rule") != "block" else "a block round")
+                raise TraceError(
+                    line, "target", ("must hold the round's rows: " if expected else
+                                     "must be left out: ") + f"in a compact trace a round keeps "
+                    f"its rows exactly when it is {which}" + ("" if expected else
+                                                              ", and this one is not"))
+            if "target" not in record and record.get("draft") is not None:
+                raise TraceError(line, "draft", "must be left out with 'target' in a compact "
+                                 "round")
+        if "target" not in record and share is None:
             raise TraceError(line, "target", "is missing: every round needs the target's rows")
-        kind, rows = _row_block(
-            record["target"], self.vocab, line, "target", (len(emitted), k + 1),
-            f"a round with {k} drafts emitting {len(emitted)} tokens",
-        )
-        target_logits = rows if kind == "logits" else None
-        target = self._probabilities(kind, rows, state, drafts, line, "target")
-        draft = None
+        target_logits, draft = None, None
+        if "target" in record:
+            kind, rows = _row_block(
+                record["target"], self.vocab, line, "target", (len(emitted), k + 1),
+                f"a round with {k} drafts emitting {len(emitted)} tokens",
+            )
+            target_logits = rows if kind == "logits" else None
+            target = self._probabilities(kind, rows, state, drafts, line, "target")
+        else:
+            target = np.zeros((0, self.vocab), dtype=np.float32)
         if record.get("draft") is not None:
             needed = min(len(emitted), k)
             draft_kind, draft_rows = _row_block(
@@ -697,6 +862,11 @@ class _Reader:
                 f"{k} drafts with {len(emitted)} tokens emitted",
             )
             draft = self._probabilities(draft_kind, draft_rows, state, drafts, line, "draft")
+        stats = None
+        if share is not None:
+            stats = _stats(record["stats"], line, emitted, drafts, accepted,
+                           None if "target" not in record else
+                           0 if draft is None else draft.shape[0])
         uniforms = None
         if record.get("uniforms") is not None:
             value = record["uniforms"]
@@ -715,7 +885,7 @@ class _Reader:
             index=index, line=line, position=position, rule=rule, draft_tokens=drafts,
             emitted=emitted, num_accepted=accepted, target_rows=target, draft_rows=draft,
             uniforms=uniforms, cache=cache, stopped=stopped, target_logits=target_logits,
-            run=state.run, **rewinds, batch=batch,
+            run=state.run, **rewinds, batch=batch, stats=stats,
         )
 
     # --- Batched verification (version 2's `batch`) ---
