@@ -144,5 +144,6 @@ def test_the_two_layer_self_drafters_are_the_first_two_layers_of_their_targets()
     assert {**eight_b.drafter, "num_hidden_layers": 32} == eight_b.target
     pair = random_pair("small-deep-self-2l")
     assert pair.drafter is not None
-    assert len(pair.target.layers) == 16 and len(pair.drafter.layers) == 2
-    assert all(d is t for d, t in zip(pair.drafter.layers, pair.target.layers[:2], strict=True))
+    target, drafter = cast(Any, pair.target), cast(Any, pair.drafter)
+    assert len(target.layers) == 16 and len(drafter.layers) == 2
+    assert all(d is t for d, t in zip(drafter.layers, target.layers[:2], strict=True))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import specaccept_trace as st
-from specaccept.conformance import Verdict, check_trace, read_trace
+from specaccept.conformance import CheckResult, Verdict, check_trace, read_trace
 from specaccept.conformance.replay import envelope
 
 P = [0.5, 0.25, 0.125, 0.125]
@@ -40,7 +40,7 @@ def _trace(tmp_path: Path, bonus: int, u: float, logits: bool) -> Path:
     return path
 
 
-def _replay(path: Path) -> object:
+def _replay(path: Path) -> CheckResult:
     return next(c for c in check_trace(read_trace(path)).checks if c.name == "replay")
 
 
@@ -56,7 +56,7 @@ def test_a_draw_on_the_boundary_is_within_the_envelope_only_for_logits(
 
 
 def test_a_draw_past_the_envelope_still_diverges(tmp_path: Path) -> None:
-    assert 0.6 - 0.5 > envelope(4)
+    assert envelope(4) < 0.6 - 0.5
     replay = _replay(_trace(tmp_path, 0, 0.6, logits=True))
     assert replay.verdict is Verdict.FAIL, replay.statistic
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from fractions import Fraction
 from itertools import product
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
@@ -379,4 +379,4 @@ def test_a_prompt_or_a_model_of_the_wrong_kind_is_named() -> None:
     with pytest.raises(TypeError, match="prompt must be a sequence of token ids, got NoneType"):
         generator.generate(None, 5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="drafter must be an mlx-lm model"):
-        TreeSpeculativeGenerator(model, lambda tokens, cache=None: None, GREEDY)
+        TreeSpeculativeGenerator(model, cast(Any, lambda tokens, cache=None: None), GREEDY)

@@ -57,9 +57,6 @@ def test_the_tree_and_chain_engine_reuses_coins_and_replays(tmp_path: object) ->
     assert check_text(fresh).passed
 
 
-@pytest.mark.xfail(strict=True, reason="fresh and tree-fresh each count one record kind; the "
-                   "spec's hypothesis holds across every record of a file (issue: the "
-                   "streaming fresh check is to read tree rounds through tree_read_uniforms)")
 def test_fresh_catches_coins_a_chain_round_reuses_from_a_tree_round() -> None:
     report = check_text(run_tree_and_chain_engine(60, reuse=True))
     failed = {c.name for c in report.checks if c.verdict is Verdict.FAIL}

@@ -26,8 +26,7 @@ from specaccept.conformance.report import CheckResult, ConformanceReport
 from specaccept.conformance.rewind import RewindState
 from specaccept.conformance.support import SupportState
 from specaccept.conformance.trace import Round, Trace, TreeRound
-from specaccept.conformance.tree_checks import _read_uniforms as tree_read_uniforms
-from specaccept.conformance.tree_checks import check_tree_rounds
+from specaccept.conformance.tree_checks import check_tree_rounds, tree_read_uniforms
 from specaccept.conformance.written_stats import WrittenStatsState
 
 __all__ = ["DEFAULT_ALPHA", "PieceConflict", "RunSpan", "TraceChecker", "check_trace"]
