@@ -121,25 +121,28 @@ def _within_envelope(
         spec_accepts = p[t] > 0 and test <= p[t]
         if spec_accepts and not near:
             return False
-        # Both reject (or the test sat on the boundary): the replacement's draw.
+        # Both reject (or the test sat on the boundary): the replacement's draw. The
+        # residual's entries are differences of p and q, so their rounding is a share of
+        # p's and q's mass, not of the residual's: the window scales with both laws.
         weights = np.maximum(p * (1 + tol) - q * (1 - tol), 0.0)
-        return _draw_near(weights, float(u[i, 1]), token, tol)
+        return _draw_near(weights, float(u[i, 1]), token, tol * float(p.sum() + q.sum()))
     if rule is AcceptanceRule.GREEDY_ARGMAX or (i == round_.k and rule is None):
         return bool(p[token] >= p.max() * (1 - tol))
     # Sampler-match's target draw and every bonus draw: from p.
     drawn = token if i == round_.k or not accepted else round_.draft_tokens[i]
-    return _draw_near(p, float(u[i, 1]), drawn, tol)
+    return _draw_near(p, float(u[i, 1]), drawn, tol * float(p.sum()))
 
 
-def _draw_near(weights: np.ndarray, u: float, token: int, tol: float) -> bool:
+def _draw_near(weights: np.ndarray, u: float, token: int, window: float) -> bool:
     """Whether u * total falls in `token`'s interval of the inverse-CDF draw, widened by
-    `tol` of the total on each side."""
+    `window` (probability mass) on each side, twice over: once for the interval's ends and
+    once for the total that scales u."""
     if not 0 <= token < weights.shape[0] or weights[token] <= 0:
         return False
     sums = np.cumsum(weights)
-    total, target = float(sums[-1]), u * float(sums[-1])
+    target = u * float(sums[-1])
     low, high = float(sums[token] - weights[token]), float(sums[token])
-    return low - tol * total <= target <= high + tol * total
+    return low - 2 * window <= target <= high + 2 * window
 
 
 def _replay_round(
