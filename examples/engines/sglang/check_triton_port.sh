@@ -5,7 +5,7 @@
 # Its own virtual environment (requirements.txt plus the project; SGLANG_CI_VENV names one to
 # reuse), then about 5 minutes on 2 cores.
 #
-#   examples/engines/sglang/ci.sh [WORKDIR]
+#   examples/engines/sglang/check_triton_port.sh [WORKDIR]
 #
 # Needs the pinned Triton port at record.py's --triton-source default (README: "Files").
 set -euo pipefail
