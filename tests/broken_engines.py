@@ -7,7 +7,9 @@ are, the drafts, what it emitted and its cache offsets (no uniforms unless asked
 most engines draw with their own generator).
 
 Run as a script it prints the table `docs/results/broken-engines.md` records:
-``python tests/broken_engines.py``.
+``python tests/broken_engines.py``; with ``--runs R`` each engine's trace is R runs of
+different seeds in one version 2 trace, interleaved round by round as a batching engine
+writes them (`docs/results/broken-engines-multi-run.md`).
 """
 
 from __future__ import annotations
@@ -274,19 +276,56 @@ def run_batched_engine(
     return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
 
 
+def interleaved_runs(texts: list[str], rounds: int | None = None) -> str:
+    """Version 1 traces as the runs ``run-0``, ``run-1``, ... of one version 2 trace: every
+    run record first, then the rounds one from each run in turn, as a batching engine
+    writes them; with `rounds`, only the first `rounds` of them."""
+    header: dict[str, Any] = {}
+    run_records: list[dict[str, Any]] = []
+    queues: list[list[dict[str, Any]]] = []
+    for index, text in enumerate(texts):
+        first, *records = (json.loads(line) for line in text.splitlines())
+        header = {"format": first["format"], "version": 2, "vocab_size": first["vocab_size"],
+                  "engine": first.get("engine", "")}
+        run = {"record": "run", "run": f"run-{index}"}
+        run.update({key: first[key] for key in ("prompt", "prompt_length", "target_sampler",
+                                                "draft_sampler") if key in first})
+        run_records.append(run)
+        queues.append([{**record, "run": f"run-{index}"} for record in records])
+    lines = [header, *run_records]
+    kept = 0
+    while any(queues) and (rounds is None or kept < rounds):
+        for queue in queues:
+            if queue and (rounds is None or kept < rounds):
+                lines.append(queue.pop(0))
+                kept += 1
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+
+
 def run_case(
     case: EngineCase | None, rounds: int, *, pair: Any = None, seed: int = 0,
-    record_uniforms: bool = False, like: EngineCase | None = None,
+    record_uniforms: bool = False, like: EngineCase | None = None, runs: int = 1,
 ) -> str:
     """The trace of `case` (or, with `case` None, of a correct engine run as `like` is: its
-    sampler, rule and batching): `run_batched_engine` for a batch bug, else `run_engine`."""
+    sampler, rule and batching): `run_batched_engine` for a batch bug, else `run_engine`.
+
+    With `runs` > 1 (not for a batch bug, whose trace is already one run per request),
+    `rounds` rounds in all of `runs` runs with seeds ``seed * runs`` to
+    ``seed * runs + runs - 1``, interleaved round by round (`interleaved_runs`)."""
     shape = case or like
     if shape is not None and shape.bug in BATCH_BUGS:
         return run_batched_engine(case, rounds, seed=seed, record_uniforms=record_uniforms,
                                   config=shape.config, pair=pair)
-    return run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=record_uniforms,
-                      config=shape.config if shape else None,
-                      rule=shape.rule if shape else None)
+
+    def one(seed: int, rounds: int) -> str:
+        return run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=record_uniforms,
+                          config=shape.config if shape else None,
+                          rule=shape.rule if shape else None)
+
+    if runs == 1:
+        return one(seed, rounds)
+    each = -(-rounds // runs)
+    return interleaved_runs([one(seed * runs + r, each) for r in range(runs)], rounds)
 
 
 def _settings(config: SamplerConfig) -> str:
@@ -322,15 +361,16 @@ def _power_cases() -> list[EngineCase]:
 
 
 def rounds_to_catch(
-    case: EngineCase, pair: Any, read: Callable[[str], Any], *, seed: int = 0
+    case: EngineCase, pair: Any, read: Callable[[str], Any], *, seed: int = 0, runs: int = 1,
 ) -> tuple[int | None, str, float]:
     """The fewest rounds after which some check's power against `case.bug`, computed by the
     kit on a correct trace of the case's settings, reaches `POWER_TARGET`: (rounds or None
-    when `POWER_MAX_ROUNDS` do not suffice, the check, its power there)."""
+    when `POWER_MAX_ROUNDS` do not suffice, the check, its power there). With `runs`, the
+    correct trace is that many runs interleaved and the rounds are counted over all of them."""
     from specaccept.conformance import check_trace
 
     text = run_case(None, POWER_MAX_ROUNDS, pair=pair, seed=seed, like=case,
-                    record_uniforms=case.records_uniforms)
+                    record_uniforms=case.records_uniforms, runs=runs)
     full = read(text)
     per_round = BATCH_SLOTS if case.bug in BATCH_BUGS else 1
 
@@ -355,7 +395,9 @@ def rounds_to_catch(
     return high, name, top
 
 
-def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], Any]) -> None:
+def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], Any], *,
+                 runs: int = 1, seeds: int = POWER_SEEDS,
+                 only: list[str] | None = None) -> None:
     from specaccept.conformance import Verdict
 
     print(f"\n### Rounds to catch each bug with probability {POWER_TARGET}\n")
@@ -363,31 +405,38 @@ def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], A
           f"read on a correct trace of the same settings (seed 0), gives some check a power "
           f"of at least {POWER_TARGET} against the bug (searched up to {POWER_MAX_ROUNDS} "
           f"rounds; a batched engine's rounds are batch steps of {BATCH_SLOTS} requests); "
-          f"then the share of {POWER_SEEDS} seeds' traces of the broken engine, as long, that "
+          f"then the share of {seeds} seeds' traces of the broken engine, as long, that "
           "this check fails (alpha = 1e-4).\n")
+    if runs > 1:
+        print(f"Every trace but the batched engine's is {runs} runs interleaved round by round "
+              f"(seed s runs seeds {runs}s to {runs}s + {runs - 1}); its rounds are counted "
+              f"over all runs, so each run has about 1/{runs} of them.\n")
     print(f"| bug | rule | sampler | uniforms | check | rounds for power >= {POWER_TARGET} "
-          f"(model) | caught, {POWER_SEEDS} seeds (measured) |")
+          f"(model) | caught, {seeds} seeds (measured) |")
     print("|---|---|---|---|---|---|---|")
     for case in _power_cases():
-        rounds, name, power = rounds_to_catch(case, pair, read)
+        if only and case.bug not in only:
+            continue
+        rounds, name, power = rounds_to_catch(case, pair, read, runs=runs)
         if rounds is None:
             cell = f"more than {POWER_MAX_ROUNDS} (power {power:.4f} at {POWER_MAX_ROUNDS})"
             measured = "not run"
         else:
             cell = str(rounds)
             caught = 0
-            for seed in range(POWER_SEEDS):
+            for seed in range(seeds):
                 report = check(run_case(case, rounds, pair=pair, seed=seed,
-                                        record_uniforms=case.records_uniforms))
+                                        record_uniforms=case.records_uniforms, runs=runs))
                 caught += any(c.name == name and c.verdict is Verdict.FAIL
                               for c in report.checks)
-            measured = f"{caught} of {POWER_SEEDS}"
+            measured = f"{caught} of {seeds}"
         print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | "
               f"{'yes' if case.records_uniforms else 'no'} | {name} | {cell} | {measured} |")
         sys.stdout.flush()
 
 
 def _main() -> None:
+    import argparse
     import tempfile
 
     from specaccept.conformance import Verdict, check_trace, read_trace
@@ -404,32 +453,56 @@ def _main() -> None:
     def check(text: str) -> Any:
         return check_trace(trace(text))
 
-    if sys.argv[1:] == ["--position-keyed"]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--position-keyed", action="store_true",
+                        help="the position-keyed engine's detection table instead")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="runs of different seeds in each trace, interleaved (default 1)")
+    parser.add_argument("--seeds", type=int, default=POWER_SEEDS,
+                        help=f"broken traces measured a bug (default {POWER_SEEDS})")
+    parser.add_argument("--only", nargs="+", metavar="BUG",
+                        help="only these bugs (to time one)")
+    args = parser.parse_args()
+    if args.runs < 1 or args.seeds < 1:
+        parser.error(f"--runs and --seeds must be at least 1, got {args.runs}, {args.seeds}")
+    if args.position_keyed:
         _position_keyed_detection(pair, check)
         return
-    print("Produced by:\n\n```sh\npython tests/broken_engines.py\n```\n")
+    runs = args.runs
+    options = "".join([f" --runs {runs}" if runs > 1 else "",
+                       f" --seeds {args.seeds}" if args.seeds != POWER_SEEDS else "",
+                       f" --only {' '.join(args.only)}" if args.only else ""])
+    print(f"Produced by:\n\n```sh\npython tests/broken_engines.py{options}\n```\n")
     print(f"Device {mx.default_device()}, seed 0, prompt {PROMPT!r}, k = 4, the embedded pair; "
           "each broken engine traced without its uniforms, so replay does not run, except "
           "where the uniforms column says yes. The batched engine verifies "
           f"{BATCH_SLOTS} requests a step (prompts {', '.join(map(repr, BATCH_PROMPTS))}); "
           "its rounds are steps.\n")
+    if runs > 1:
+        print(f"Each trace but the batched engine's (already one run per request) is {runs} "
+              f"runs of one version 2 trace, seeds 0 to {runs - 1}, interleaved round by "
+              f"round as a batching engine writes them; in the first table each run is as "
+              f"long as the one-run engine's trace, so the rounds column counts all {runs}.\n")
     print("| bug | rule | sampler | rounds | uniforms | checks that fail (alpha = 1e-4 each) | "
           "power of a correct trace of as many rounds |")
     print("|---|---|---|---|---|---|---|")
     for case in BUGS:
-        report = check(run_case(case, case.rounds, pair=pair,
-                                record_uniforms=case.records_uniforms))
+        if args.only and case.bug not in args.only:
+            continue
+        total = case.rounds if case.bug in BATCH_BUGS else case.rounds * runs
+        report = check(run_case(case, total, pair=pair,
+                                record_uniforms=case.records_uniforms, runs=runs))
         failed = [f"{c.name} ({c.statistic})" for c in report.checks
                   if c.verdict is Verdict.FAIL]
-        correct = check(run_case(None, case.rounds, pair=pair, like=case,
-                                 record_uniforms=case.records_uniforms))
+        correct = check(run_case(None, total, pair=pair, like=case,
+                                 record_uniforms=case.records_uniforms, runs=runs))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
                  if p.bug == case.bug and p.probability is not None]
-        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {case.rounds} | "
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {total} | "
               f"{'yes' if case.records_uniforms else 'no'} | "
               f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
-    _power_table(pair, check, trace)
+    _power_table(pair, check, trace, runs=runs, seeds=args.seeds, only=args.only)
 
 
 def _position_keyed_detection(pair: Any, check: Callable[[str], Any]) -> None:
