@@ -1321,8 +1321,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draft-law, history and batch checks ----------------------------------------
     mutant(
         "draft-law-pit-at-the-midpoint", CONFORMANCE_DRAFT_LAW,
-        "self.pit.add(pit_value(q, q, token, jitter))",
-        "self.pit.add(pit_value(q, q, token, 0.5))",
+        "self.pit.add(float(stats.pit_q[i]) + jitter * q_token)",
+        "self.pit.add(float(stats.pit_q[i]) + 0.5 * q_token)",
         "each draft's PIT at the middle of its interval, not randomised across it: a "
         "discrete q is then not uniform, and a correct drafter fails",
         vectors=False,
