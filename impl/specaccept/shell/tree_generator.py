@@ -329,6 +329,9 @@ class TreeSpeculativeGenerator:
         check_model("drafter", self.drafter)
         for name, model in (("target", self.target), ("drafter", self.drafter)):
             refusal = tree_forward_refusal(model)
+            if refusal is not None and not hasattr(model, "layers"):
+                raise TypeError(f"{name} must be an mlx-lm model (with `layers`), got "
+                                f"{type(model).__name__}: {refusal}")
             if refusal is not None:
                 raise ValueError(f"{name} cannot verify a tree in one forward: {refusal}")
         if not isinstance(self.target_config, SamplerConfig):
