@@ -274,7 +274,7 @@ class ReplayState(State):
     """Decisions on rows rebuilt from logits that differ from the spec's only within the
     float32 envelope of a boundary (`envelope`)."""
     without_rows: int = 0
-    """A compact trace's rounds that hold statistics alone: there is nothing to replay."""
+    """The rounds of a compact trace that hold statistics alone, with nothing to replay."""
     power: PowerProduct = field(default_factory=PowerProduct)
 
     def update(self, facts: RoundFacts) -> None:
