@@ -1265,7 +1265,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "if round_.target_rows[rows[d]][token] < 0:",
         "the tree support check never sees a token the target gives no mass",
         vectors=False,
-        first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
+        first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
+                     "test_tree_support_names_a_token_of_probability_zero",),
         scope="_support_violation",
     ),
     mutant(

@@ -290,3 +290,13 @@ def test_a_tree_run_ending_with_the_target_alone_writes_a_chain_round(
     verdicts = {c.name: c.verdict for c in report.checks}
     assert verdicts["replay"] is Verdict.PASS and verdicts["tree-replay"] is Verdict.PASS
     assert report.passed
+
+
+def test_tree_support_names_a_token_of_probability_zero() -> None:
+    """The engine that accepts a zero-mass draft at coin 0: tree-support's diagnosis names
+    the token's p = 0 at its row (the residual rule would also fail it, less precisely)."""
+    case = next(c for c in TREE_BUGS if c.bug == "zero-mass-accepted-at-coin-0")
+    report = check_text(run_tree_engine(case, case.rounds, seed=0))
+    support = next(c for c in report.checks if c.name == "tree-support")
+    assert support.verdict is Verdict.FAIL and "has p = 0 at its row" in support.detail, (
+        support.detail)
