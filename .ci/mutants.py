@@ -1454,4 +1454,22 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=("tests/test_conformance_envelope.py",),
         scope="_replay_round",
     ),
+    mutant(
+        "acceptance-normal-at-any-count", "impl/specaccept/conformance/acceptance.py",
+        "if variance >= NORMAL_MIN_VARIANCE:", "if variance >= 0:",
+        "the acceptance drift judged by its normal z however small its variance: a correct "
+        "request that accepts one draft where the rule's probabilities sum to 0.002 fails",
+        vectors=False,
+        first_tests=("tests/test_conformance_small_counts.py",),
+        scope="_drift_rejects",
+    ),
+    mutant(
+        "acceptance-bennett-without-span", "impl/specaccept/conformance/acceptance.py",
+        "u = span * drift / variance", "u = drift / variance",
+        "Bennett's bound with the increments' span left out: a kept length moves up to k, so "
+        "a block trace's small-count drift is judged as if it moved 1",
+        vectors=False,
+        first_tests=("tests/test_conformance_small_counts.py",),
+        scope="bennett_tail",
+    ),
 )

@@ -3,7 +3,7 @@
 #   examples/engines/vllm/gpu_run.sh OUT_DIR [WHEEL]
 # WHEEL: the vLLM 0.34.0 wheel, or a zip of the six files record.py extracts (default: the
 # wheel in ~/.cache/specaccept-engines, downloaded if absent). A trace at V = 128,256 is
-# 2.3 MB a round, so these runs keep no trace (--summary-only): each prints its summary
+# 5.8 MB a round, so these runs keep no trace (--summary-only): each prints its summary
 # (acceptance, seconds in the kernels, recorded coins equal to an earlier one). Then two
 # traces at V = 64, for `specaccept conform` on any machine. Appends to OUT_DIR/summary.txt.
 set -u

@@ -269,6 +269,7 @@ class Settings:
     seeds: tuple[int, ...] | None = None
     temperatures: tuple[float, ...] | None = None
     wheel: Path | None = None
+    run_prefix: str = ""
 
 
 def record(settings: Settings) -> dict[str, Any]:
@@ -331,7 +332,7 @@ def _record(settings: Settings, vllm: Vllm, device: str) -> dict[str, Any]:
             prompt = [int(t) for t in rng.integers(0, V, size=4)]
             sampler = {"temperature": temperatures[r]}
             run = trace.start_run(
-                f"req-{r}", prompt=prompt, target_sampler=sampler,
+                f"{settings.run_prefix}req-{r}", prompt=prompt, target_sampler=sampler,
                 draft_sampler=None if settings.greedy_drafts else sampler,
                 extra={"seed": seeds[r], "temperature": temperatures[r]})
             requests.append(Request(run, seeds[r], temperatures[r], prompt, r))
@@ -498,7 +499,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                         help="the trace to write (.gz: gzip)")
     parser.add_argument("--summary-only", action="store_true",
                         help="run the kernels and print the summary, writing no trace (for "
-                             "vocabularies whose traces no disk holds: 2.3 MB a round at "
+                             "vocabularies whose traces no disk holds: 5.8 MB a round at "
                              "V = 128,256)")
     parser.add_argument("--block", action="store_true", help="block verification")
     parser.add_argument("--greedy-drafts", action="store_true",
@@ -536,6 +537,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument("--wheel", type=Path, default=None,
                         help="a zip holding the six files (the wheel, or those files alone); "
                              "their hashes are checked")
+    parser.add_argument("--run-prefix", default="",
+                        help="prefixed to every run id (runs are req-0, req-1, ...): traces "
+                             "checked together as one engine's must not share run ids")
     parser.add_argument("--no-download", action="store_true",
                         help="fail rather than download the wheel when it is missing")
     args = parser.parse_args(argv)
@@ -561,7 +565,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                     args.requests, args.drafts, args.placeholder_rate, pair, args.seed,
                     args.mutant, args.cache, not args.no_download, args.dtype,
                     not args.summary_only,
-                    not args.plain_interpreter, args.seeds, args.temperatures, args.wheel)
+                    not args.plain_interpreter, args.seeds, args.temperatures, args.wheel,
+                    args.run_prefix)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -219,6 +219,7 @@ def _record_tree(
 def _checker(args: argparse.Namespace) -> Any:
     """The checks' state over the trace files, their pieces, or saved states."""
     from specaccept.conformance.pieces import (
+        check_on_cpu,
         check_paths,
         check_piece,
         load_state,
@@ -226,6 +227,7 @@ def _checker(args: argparse.Namespace) -> Any:
         split_trace,
     )
 
+    check_on_cpu()
     if args.merge:
         return merge_states([load_state(path) for path in args.trace])
     for path in args.trace:

@@ -44,6 +44,37 @@ def _is_certain(alpha: float) -> bool:
     return alpha <= 1e-12 or alpha >= 1 - 1e-12
 
 
+NORMAL_MIN_VARIANCE = 25.0
+"""Below this variance of the drift (sigma < 5) its normal approximation cannot be trusted
+at a tail of 1e-4: a request of three tested positions whose acceptance probabilities sum
+to 0.002, one accepted, is not a 9-sigma event. There the drift is judged by
+`bennett_tail` instead, a bound that holds at any count."""
+
+
+def bennett_tail(drift: float, variance: float, span: float) -> float:
+    """An upper bound on the probability that a martingale drifts `drift` or more above 0.
+
+    Bennett's inequality in Freedman's martingale form: increments at most `span` above
+    their conditional mean, conditional variances summing to `variance`:
+    P <= exp(-(variance / span^2) h(span drift / variance)), h(u) = (1 + u) log(1 + u) - u.
+    """
+    if drift <= 0:
+        return 1.0
+    if variance <= 0:
+        return 0.0
+    u = span * drift / variance
+    return math.exp(-(variance / span**2) * ((1 + u) * math.log1p(u) - u))
+
+
+def _drift_rejects(drift: float, variance: float, span: float, critical: float,
+                   alpha_side: float) -> bool:
+    """Whether the drift lies beyond its threshold: |z| > critical where the normal
+    approximation holds, Bennett's bound at `alpha_side` below `NORMAL_MIN_VARIANCE`."""
+    if variance >= NORMAL_MIN_VARIANCE:
+        return abs(drift) > critical * math.sqrt(variance)
+    return variance > 0 and bennett_tail(abs(drift), variance, span) <= alpha_side
+
+
 @dataclass
 class _BugTerms(State):
     """One bug's acceptance power terms: sums over the positions it applies to."""
@@ -102,6 +133,8 @@ class AcceptanceState(State):
     beyond_ceiling: int = 0
     accepted_at_zero_ceiling: int = 0
     blocks: int = 0
+    block_span: int = 0
+    """The largest k of a scored block round: a kept length moves at most k off its mean."""
     block_tested: int = 0
     kept: int = 0
     block_means: ExactSum = field(default_factory=ExactSum)
@@ -134,6 +167,7 @@ class AcceptanceState(State):
             mean = float(np.dot(np.arange(law.size), law))
             variance = float(np.dot(np.arange(law.size) ** 2, law)) - mean * mean
             self.blocks += 1
+            self.block_span = max(self.block_span, round_.k)
             self.block_tested += min(len(round_.emitted), round_.k)
             self.kept += round_.num_accepted
             self.block_means.add(mean)
@@ -163,6 +197,7 @@ class AcceptanceState(State):
         for name in ("positions_tested", "tested", "accepted", "impossible", "beyond_ceiling",
                      "accepted_at_zero_ceiling", "blocks", "block_tested", "kept"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.block_span = max(self.block_span, other.block_span)
         for name in ("claimed", "claimed_variance", "ceiling", "ceiling_variance",
                      "block_means", "block_variances"):
             getattr(self, name).merge(getattr(other, name))
@@ -198,10 +233,20 @@ class AcceptanceState(State):
         ceiling_variance = self.ceiling_variance.value
         z_ceiling = ((self.accepted - ceiling) / math.sqrt(ceiling_variance)
                      if self.tested and ceiling_variance > 0 else 0.0)
-        above_ceiling = bool(self.tested) and (z_ceiling > ceiling_critical or (
-            self.beyond_ceiling > 0 and self.accepted_at_zero_ceiling > 0))
-        failed = abs(z) > critical or self.impossible > 0 or above_ceiling
+        span = float(max(1, self.block_span))
+        above_ceiling = bool(self.tested) and (
+            (self.accepted > ceiling and _drift_rejects(
+                self.accepted - ceiling, ceiling_variance, 1.0, ceiling_critical, alpha_level))
+            or (self.beyond_ceiling > 0 and self.accepted_at_zero_ceiling > 0))
+        failed = (_drift_rejects(drift, variance, span, critical, alpha_level / 2)
+                  or self.impossible > 0 or above_ceiling)
         details = []
+        z_beyond = variance > 0 and abs(drift) > critical * math.sqrt(variance)
+        if variance < NORMAL_MIN_VARIANCE and (z_beyond or failed):
+            details.append(
+                f"variance {variance:.3g} < {NORMAL_MIN_VARIANCE:g}: judged by Bennett's bound "
+                f"P <= {bennett_tail(abs(drift), variance, span):.3g} (threshold "
+                f"{alpha_level / 2:g}), not by z")
         if above_ceiling:
             details.append(
                 f"IMPOSSIBLE: acceptance {self.accepted / self.tested:.4f} lies above the "

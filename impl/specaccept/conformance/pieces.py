@@ -41,6 +41,7 @@ __all__ = [
     "STATE_FORMAT",
     "STATE_VERSION",
     "Piece",
+    "check_on_cpu",
     "check_paths",
     "check_piece",
     "load_state",
@@ -126,7 +127,20 @@ def merge_states(states: Sequence[TraceChecker]) -> TraceChecker:
     return merged
 
 
+def check_on_cpu() -> None:
+    """Make MLX's CPU the device of this process's checks.
+
+    The checks' arithmetic is then the same on every machine, whatever device MLX would
+    pick (a CUDA or Metal build picks the GPU), and each of the processes checking pieces
+    compiles no GPU kernels of its own.
+    """
+    import mlx.core as mx
+
+    mx.set_default_device(mx.cpu)
+
+
 def _check(piece: Piece) -> TraceChecker:
+    check_on_cpu()
     return check_piece(piece)
 
 
