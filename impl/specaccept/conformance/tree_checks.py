@@ -66,6 +66,20 @@ def _where_at(run_id: str, index: int, line: int) -> str:
     return f"{run}tree round {index} (line {line})"
 
 
+class _TreeCheckState(Protocol):
+    def update(self, round_: TreeRound) -> None: ...
+
+
+_S = TypeVar("_S", bound=_TreeCheckState)
+
+
+def _fed(state: _S, rounds: Iterable[TreeRound]) -> _S:
+    """`state` fed `rounds` in order (a check over rounds already in memory)."""
+    for round_ in rounds:
+        state.update(round_)
+    return state
+
+
 def _proposal_after(scheme: str, q: np.ndarray, token: int, drawn: np.ndarray) -> np.ndarray:
     """The law a sibling with `token` was drafted from, as `verify_tree` reads it, in
     float64; its elder siblings' tokens are the mask `drawn`, so a child costs O(V)."""
@@ -761,19 +775,6 @@ class TreeState(State):
             return []
         return [self.replay.result(), self.fresh.result(alpha), self.support.result(),
                 self.acceptance.result(alpha), self.law.result(alpha), self.rewind.result()]
-
-
-class _TreeCheckState(Protocol):
-    def update(self, round_: TreeRound) -> None: ...
-
-
-_S = TypeVar("_S", bound=_TreeCheckState)
-
-
-def _fed(state: _S, rounds: Iterable[TreeRound]) -> _S:
-    for round_ in rounds:
-        state.update(round_)
-    return state
 
 
 def check_tree_rounds(trace: Trace, alpha: float) -> list[CheckResult]:
