@@ -65,6 +65,7 @@ CONFORMANCE_CHECKS = "impl/specaccept/conformance/checks.py"
 CONFORMANCE_EXACT = "impl/specaccept/conformance/exact.py"
 CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
 PIECES_TESTS = "tests/test_conformance_pieces.py"
+TREE_PIECES_TESTS = "tests/test_conformance_tree_pieces.py"
 
 
 @dataclass(frozen=True)
@@ -1247,17 +1248,38 @@ MUTANTS: tuple[Mutant, ...] = (
         "without replacement, or top-n, verified with p/q",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
-        scope="check_tree_replay",
+        scope="TreeReplayState.update",
     ),
     mutant(
         "tree-fresh-ignores-rereads-within-a-round", TREE_CHECKS,
-        "            if value in earlier:\n",
-        "            if value in earlier and earlier[value] is not round_:\n",
+        "if value in self.values:",
+        "if value in self.values and self.values[value][1] != ordinal:",
         "the tree fresh check compares a round's uniforms with earlier rounds' only: an accept "
         "coin reused for the round's own draw passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::test_broken_tree_engine_is_caught",),
-        scope="check_tree_fresh",
+        scope="TreeFreshState.read",
+    ),
+    mutant(
+        "tree-fresh-merge-misses-rereads-across-a-cut", TREE_CHECKS,
+        "self.rereads += other.rereads + len(shared)",
+        "self.rereads += other.rereads",
+        "the tree fresh check's merge counts each piece's re-reads alone: a round reusing "
+        "the uniforms of a round in an earlier piece passes when the trace is checked in pieces",
+        vectors=False,
+        first_tests=(f"{TREE_PIECES_TESTS}::"
+                     "test_tree_fresh_merge_equals_one_pass_at_every_cut",),
+        scope="TreeFreshState.merge",
+    ),
+    mutant(
+        "tree-law-jitter-by-depth-alone", TREE_CHECKS,
+        "unit_hash(LAW_SEED, round_.run.id, round_.index, depth)",
+        "unit_hash(LAW_SEED, round_.run.id, depth)",
+        "the tree law's jitter repeats every round: the PIT values of equal laws coincide "
+        "instead of being independent",
+        vectors=False,
+        first_tests=(f"{TREE_PIECES_TESTS}::test_tree_law_jitter_is_fixed_by_the_token",),
+        scope="tree_law_jitter",
     ),
     mutant(
         "tree-support-admits-p-zero", TREE_CHECKS,
@@ -1291,23 +1313,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-acceptance-one-sided", TREE_CHECKS,
-        "failed = abs(z) > critical or impossible > 0",
-        "failed = z < -critical or impossible > 0",
+        "failed = abs(z) > critical or self.impossible > 0",
+        "failed = z < -critical or self.impossible > 0",
         "the tree acceptance z tested one-sided: an engine accepting too often passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
                      "test_tree_acceptance_rejects_top_n_verified_with_q_without_uniforms",),
-        scope="check_tree_acceptance",
+        scope="TreeAcceptanceState.result",
     ),
     mutant(
         "tree-law-pit-ignores-the-token", TREE_CHECKS,
-        "u[j] = lo[item.token] + jitter[j] * width[item.token]",
-        "u[j] = jitter[j]",
+        "self.pit[ordering].add(pit_value(p, key, token, jitter))",
+        "self.pit[ordering].add(jitter)",
         "the tree law's PIT reads its jitter alone: every law passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
                      "test_tree_law_rejects_top_n_verified_with_q_without_uniforms",),
-        scope="check_tree_law",
+        scope="TreeLawState.update",
     ),
     mutant(
         "tree-rewind-allows-a-longer-target-cache", TREE_CHECKS,

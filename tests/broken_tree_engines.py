@@ -338,7 +338,7 @@ def _main() -> None:
           "by bisection over the prefixes, so a failing prefix, not always the first).\n")
     print("| check | rounds to detection: median, max | CI's rounds (seed 0) |")
     print("|---|---|---|")
-    for check, ci_rounds in (("tree-acceptance", 40), ("tree-law", 200)):
+    for check, ci_rounds in (("tree-acceptance", 40), ("tree-law", 240)):
         found = [detection_round(case, seed, 400, record_uniforms=False, checks=(check,))
                  for seed in range(seeds)]
         caught = [r for r in found if r is not None]

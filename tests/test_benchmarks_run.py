@@ -27,6 +27,8 @@ RUNS = {
     "speculation_physics.py": (["--random-pair", "small-self", "--repeats", "1", "--ks", "1",
                                 "--context", "8", "--tree", "2x2", "--agreement-tokens", "4"],
                                "| k | target forward of k + 1 tokens, ms |"),
+    "tree_conform_memory.py": (["--vocab", "64", "--trees", "12"],
+                               "| tree rounds | trace MB | conform s | peak RSS MB |"),
     "tree_acceptance.py": (["--positions", "16", "--temperatures", "1.0"],
                            "| n | chain (sum min) | RRS, n i.i.d. | RSD, n without replacement |"),
 }

@@ -90,12 +90,13 @@ def test_tree_acceptance_rejects_top_n_verified_with_q_without_uniforms() -> Non
 
 
 def test_tree_law_rejects_top_n_verified_with_q_without_uniforms() -> None:
-    """The law check's demonstration: 200 rounds of the same engine fail the PIT; the
-    correct engine passes it."""
+    """The law check's demonstration: 240 rounds of the same engine fail the PIT (seed 0
+    fails from 220 on, `docs/results/broken-tree-engines.md` gives the spread over seeds);
+    the correct engine passes it."""
     case = _top_n_case()
-    report = check_text(run_tree_engine(case, 200, record_uniforms=False))
+    report = check_text(run_tree_engine(case, 240, record_uniforms=False))
     assert {c.name: c.verdict for c in report.checks}["tree-law"] is Verdict.FAIL
-    correct = check_text(run_tree_engine(None, 200, scheme=case.scheme, width=case.width,
+    correct = check_text(run_tree_engine(None, 240, scheme=case.scheme, width=case.width,
                                          depth=case.depth, record_uniforms=False))
     assert {c.name: c.verdict for c in correct.checks}["tree-law"] is Verdict.PASS
 

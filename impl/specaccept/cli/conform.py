@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as error:
             raise ValueError(f"cannot write the state {args.save_state!r}: "
                              f"{error.strerror}") from None
-        print(f"state of {checker.rounds + len(checker.tree_rounds)} rounds -> "
+        print(f"state of {checker.rounds + checker.tree.rounds} rounds -> "
               f"{args.save_state}", file=sys.stderr)
         return 0
     report = checker.report(args.alpha)

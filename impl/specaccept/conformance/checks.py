@@ -26,7 +26,7 @@ from specaccept.conformance.report import CheckResult, ConformanceReport
 from specaccept.conformance.rewind import RewindState
 from specaccept.conformance.support import SupportState
 from specaccept.conformance.trace import Round, Trace, TreeRound
-from specaccept.conformance.tree_checks import check_tree_rounds, tree_read_uniforms
+from specaccept.conformance.tree_checks import TreeState, tree_read_uniforms
 from specaccept.conformance.written_stats import WrittenStatsState
 
 __all__ = ["DEFAULT_ALPHA", "PieceConflict", "RunSpan", "TraceChecker", "check_trace"]
@@ -52,8 +52,8 @@ class TraceChecker(State):
 
     Feed rounds in file order with `update` (with the run's history before each round
     when its sampler reads the history), merge a later piece with `merge`, and read the
-    report with `report`. Tree rounds are kept whole and checked at the end by the six
-    tree checks (`specaccept.conformance.tree_checks`).
+    report with `report`. Tree rounds go to the six tree checks' states (`TreeState`),
+    which stream as the chain checks do.
     """
 
     vocab_size: int
@@ -76,7 +76,7 @@ class TraceChecker(State):
     history: HistoryState = field(default_factory=HistoryState)
     batch: BatchState = field(default_factory=BatchState)
     written_stats: WrittenStatsState = field(default_factory=WrittenStatsState)
-    tree_rounds: list[TreeRound] = field(default_factory=list)
+    tree: TreeState = field(default_factory=TreeState)
     runs: dict[str, RunSpan] = field(default_factory=dict)
     truncated: str | None = None
 
@@ -84,7 +84,7 @@ class TraceChecker(State):
         """One round; `history` is the run's prompt and emitted tokens before it (needed only
         when a sampler reads the history)."""
         if isinstance(round_, TreeRound):
-            self.tree_rounds.append(round_)
+            self.tree.update(round_)
             self.fresh.read(tree_read_uniforms(round_), round_.index, round_.line,
                             round_.run.id)
             return
@@ -135,7 +135,7 @@ class TraceChecker(State):
                     f"{span.entry[0]}, position {span.entry[1]}, but the pieces before it end "
                     f"at round {mine.exit[0]}, position {mine.exit[1]}")
             mine.exit = span.exit
-        if self.truncated is not None and (other.rounds or other.tree_rounds):
+        if self.truncated is not None and (other.rounds or other.tree.rounds):
             raise PieceConflict(f"a piece before the last is truncated ({self.truncated})")
         self.truncated = other.truncated
         self.rounds += other.rounds
@@ -146,7 +146,7 @@ class TraceChecker(State):
         for name in ("replay", "fresh", "support", "acceptance", "law", "rewind", "draft_law",
                      "history", "batch", "written_stats"):
             getattr(self, name).merge(getattr(other, name))
-        self.tree_rounds += other.tree_rounds
+        self.tree.merge(other.tree)
 
     def report(self, alpha: float = DEFAULT_ALPHA,
                progress: Callable[[str], None] | None = None) -> ConformanceReport:
@@ -171,21 +171,18 @@ class TraceChecker(State):
         ) + ((("stats", lambda: self.written_stats.result()),)
              if self.header.get("compact") is not None else ())
         checks: list[CheckResult] = []
-        if self.rounds or not self.tree_rounds:
+        if self.rounds or not self.tree.rounds:
             for label, run in runs:
                 if progress is not None:
                     progress(label)
                 checks.append(run())
-        if self.tree_rounds and progress is not None:
+        if self.tree.rounds and progress is not None:
             progress("tree checks")
-        trees = Trace(header=self.header, vocab_size=self.vocab_size,
-                      tree_rounds=self.tree_rounds)
-        checks += check_tree_rounds(trees, alpha)
-        tree_tested = sum(1 for r in self.tree_rounds for row in r.path_rows if r.children[row])
+        checks += self.tree.results(alpha)
         report = ConformanceReport(
-            rounds=self.rounds + len(self.tree_rounds),
-            positions_tested=self.positions_tested + tree_tested,
-            tokens=self.tokens + sum(len(r.emitted) for r in self.tree_rounds), alpha=alpha,
+            rounds=self.rounds + self.tree.rounds,
+            positions_tested=self.positions_tested + self.tree.tested,
+            tokens=self.tokens + self.tree.tokens, alpha=alpha,
             checks=checks, truncated=self.truncated,
         )
         if self.modelled < self.rounds:

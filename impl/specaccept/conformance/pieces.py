@@ -31,6 +31,7 @@ from specaccept.conformance import (
     replay,
     rewind,
     support,
+    tree_checks,
     written_stats,
 )
 from specaccept.conformance.checks import RunSpan, TraceChecker
@@ -163,7 +164,7 @@ def check_paths(paths: Sequence[str], jobs: int) -> TraceChecker:
 
 _STATES: dict[str, Any] = {
     cls.__name__: cls for module in (acceptance, batch, draftlaw, exact, fresh, history, law,
-                                     replay, rewind, support, written_stats)
+                                     replay, rewind, support, tree_checks, written_stats)
     for cls in vars(module).values()
     if isinstance(cls, type) and hasattr(cls, "from_json") and cls.__module__ == module.__name__
 }
@@ -172,13 +173,7 @@ _STATES["RunSpan"] = RunSpan
 
 
 def save_state(state: TraceChecker, path: str | Path) -> None:
-    """Write a checker's state as versioned JSON (gzip-compressed when `path` ends in .gz).
-
-    Tree rounds are kept whole and are not saved: a state with tree rounds is refused.
-    """
-    if state.tree_rounds:
-        raise ValueError("a state with tree rounds cannot be saved yet: check a trace with "
-                         "tree rounds in one process (without --save-state)")
+    """Write a checker's state as versioned JSON (gzip-compressed when `path` ends in .gz)."""
     document = {"format": STATE_FORMAT, "version": STATE_VERSION, "state": state.to_json()}
     text = json.dumps(document, allow_nan=False)
     opener: Any = gzip.open if str(path).endswith(".gz") else open

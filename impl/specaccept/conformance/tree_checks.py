@@ -8,25 +8,41 @@ accepted path that has children: did it accept one?) against the scheme's accept
 probability; law runs the randomised PIT of every emitted token against p at its row;
 rewind checks the cache offsets. ``docs/conformance.md`` ("Tree engines") says what each
 reads and where it stops.
+
+Each check is a streaming state, as the chain checks are (`TreeState` holds the six):
+``update`` reads one tree round and keeps only small reductions of it (counts, exact sums,
+PIT bin counts, the first diagnosis in file order, the uniforms read), ``merge`` appends
+the state of the piece that follows, and ``result`` gives the verdict; no tree round is
+kept, so memory does not grow with the trace's tree rounds and a state can be saved.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Protocol, TypeVar
 
 import mlx.core as mx
 import numpy as np
 from scipy import stats
 
-from specaccept.conformance.fresh import coincidence_threshold, uniform_spacing
-from specaccept.conformance.law import LAW_SEED, pit_bounds
+from specaccept.conformance.exact import ExactSum, State
+from specaccept.conformance.fresh import UNIFORM_SPACING, coincidence_threshold
+from specaccept.conformance.law import LAW_SEED, ORDERINGS, PitCounts, law_bins, pit_value
 from specaccept.conformance.report import CheckResult, Verdict
-from specaccept.conformance.trace import Trace, TreeRound
+from specaccept.conformance.trace import Trace, TreeRound, unit_hash
 from specaccept.core.tree import TreeScheme, verify_tree
 
 __all__ = [
+    "TreeAcceptanceState",
+    "TreeFreshState",
+    "TreeLawState",
+    "TreeReplayState",
+    "TreeRewindState",
+    "TreeState",
+    "TreeSupportState",
     "check_tree_acceptance",
     "check_tree_fresh",
     "check_tree_law",
@@ -42,8 +58,26 @@ _MIN_LAW_TOKENS = 10
 
 
 def _where(round_: TreeRound) -> str:
-    run = f"run {round_.run.id!r} " if round_.run.id else ""
-    return f"{run}tree round {round_.index} (line {round_.line})"
+    return _where_at(round_.run.id, round_.index, round_.line)
+
+
+def _where_at(run_id: str, index: int, line: int) -> str:
+    run = f"run {run_id!r} " if run_id else ""
+    return f"{run}tree round {index} (line {line})"
+
+
+class _TreeCheckState(Protocol):
+    def update(self, round_: TreeRound) -> None: ...
+
+
+_S = TypeVar("_S", bound=_TreeCheckState)
+
+
+def _fed(state: _S, rounds: Iterable[TreeRound]) -> _S:
+    """`state` fed `rounds` in order (a check over rounds already in memory)."""
+    for round_ in rounds:
+        state.update(round_)
+    return state
 
 
 def _proposal_after(scheme: str, q: np.ndarray, token: int, drawn: np.ndarray) -> np.ndarray:
@@ -174,24 +208,48 @@ def _replay_diagnosis(round_: TreeRound, nodes: list[int], token: int) -> str:
     return text
 
 
-def check_tree_replay(rounds: Sequence[TreeRound]) -> CheckResult:
-    """Each tree round with uniforms equals `verify_tree` on them; zero tolerance."""
-    name, threshold = "tree-replay", "0 divergent tree rounds"
-    replayed = [r for r in rounds if r.accept_uniforms is not None]
-    if not replayed:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "no tree round records its uniforms")
-    divergent, first = 0, ""
-    for round_ in replayed:
+@dataclass
+class TreeReplayState(State):
+    """The tree replay's state: tree rounds seen, replayed (those with uniforms), divergent,
+    and the first divergence's diagnosis in file order."""
+
+    rounds: int = 0
+    replayed: int = 0
+    divergent: int = 0
+    first: str = ""
+
+    def update(self, round_: TreeRound) -> None:
+        self.rounds += 1
+        if round_.accept_uniforms is None:
+            return
+        self.replayed += 1
         nodes, token = _verify(round_, TreeScheme(round_.scheme))
         if not _agrees(round_, nodes, token):
-            divergent += 1
-            first = first or _replay_diagnosis(round_, nodes, token)
-    return CheckResult(
-        name, Verdict.FAIL if divergent else Verdict.PASS,
-        f"divergent tree rounds = {divergent} of {len(replayed)}", threshold,
-        first or (f"{len(rounds) - len(replayed)} tree rounds without uniforms"
-                  if len(replayed) < len(rounds) else ""))
+            self.divergent += 1
+            self.first = self.first or _replay_diagnosis(round_, nodes, token)
+
+    def merge(self, other: TreeReplayState) -> None:
+        self.rounds += other.rounds
+        self.replayed += other.replayed
+        self.divergent += other.divergent
+        self.first = self.first or other.first
+
+    def result(self) -> CheckResult:
+        """Each tree round with uniforms equals `verify_tree` on them; zero tolerance."""
+        name, threshold = "tree-replay", "0 divergent tree rounds"
+        if not self.replayed:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "no tree round records its uniforms")
+        return CheckResult(
+            name, Verdict.FAIL if self.divergent else Verdict.PASS,
+            f"divergent tree rounds = {self.divergent} of {self.replayed}", threshold,
+            self.first or (f"{self.rounds - self.replayed} tree rounds without uniforms"
+                           if self.replayed < self.rounds else ""))
+
+
+def check_tree_replay(rounds: Iterable[TreeRound]) -> CheckResult:
+    """Each tree round with uniforms equals `verify_tree` on them; zero tolerance."""
+    return _fed(TreeReplayState(), rounds).result()
 
 
 # --- fresh -------------------------------------------------------------------------------
@@ -213,40 +271,128 @@ def tree_read_uniforms(round_: TreeRound) -> list[float]:
     return values
 
 
-def check_tree_fresh(rounds: Sequence[TreeRound], alpha_level: float) -> CheckResult:
-    """No uniform a tree round read equals one read before it, in that round or an earlier.
+def _binary_digits(value: float) -> int:
+    return Fraction(value).denominator.bit_length() - 1
 
-    The chain's bound: a fresh uniform on a grid of spacing s hits one of the m values
-    read before it with probability at most m s; with mu the sum of those bounds,
-    P(D >= c) <= mu^c / c!, and the check fails at the least c with that bound <= alpha.
+
+def _decimal_digits(value: float) -> int:
+    # The reader holds uniforms as float32: a decimal counts in float32's shortest form.
+    return len(np.format_float_positional(np.float32(value), unique=True, trim="-")
+               .partition(".")[2])
+
+
+@dataclass
+class TreeFreshState(State):
+    """The tree fresh check's state over the tree rounds of a piece, in file order.
+
+    `values` maps each value read to (the piece's ordinal of its first read, the ordinal of
+    the round that read it): enough to count, when an earlier piece is merged in front, the
+    reads that become re-reads and the growth of the bound, exactly (`merge`).
     """
-    name = "tree-fresh"
-    read = [(r, tree_read_uniforms(r)) for r in rounds if r.accept_uniforms is not None]
-    if not read:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
-                           "no tree round records its uniforms")
-    spacing = uniform_spacing([v for _, values in read for v in values])
-    earlier: dict[float, TreeRound] = {}
-    rereads, mean_bound, first = 0, 0.0, ""
-    for round_, values in read:
+
+    reads: int = 0
+    rereads: int = 0
+    earlier_count: int = 0
+    """Per read, the count of distinct values read before it (in its round or an earlier
+    one), summed: mu is this times the spacing."""
+    values: dict[float, tuple[int, int]] = field(default_factory=dict)
+    table: list[tuple[int, int, str]] = field(default_factory=list)
+    """The (round index, line, run id) of each tree round with uniforms, by ordinal."""
+    first: tuple[int, float, int, int] | None = None
+    """The first re-read: its read ordinal, the value, the ordinal of its round and of the
+    round that read the value first."""
+    max_binary: int = 0
+    max_decimals: int = 0
+
+    def update(self, round_: TreeRound) -> None:
+        if round_.accept_uniforms is not None:
+            self.read(tree_read_uniforms(round_), round_.index, round_.line, round_.run.id)
+
+    def read(self, values: Iterable[float], index: int, line: int, run_id: str) -> None:
+        """The uniforms one tree round read, in the order it read them."""
+        ordinal = len(self.table)
+        self.table.append((index, line, run_id))
         for value in values:
-            mean_bound += len(earlier) * spacing
-            if value in earlier:
-                rereads += 1
-                before = earlier[value]
-                first = first or (
-                    f"{_where(round_)} reads u = {value!r}, which "
-                    + ("it already read" if before is round_ else
-                       f"tree round {before.index} (line {before.line}) already read")
-                    + ": every accept test and draw reads its own uniform")
-            earlier.setdefault(value, round_)
-    critical = coincidence_threshold(mean_bound, alpha_level)
-    return CheckResult(
-        name, Verdict.FAIL if rereads >= critical else Verdict.PASS,
-        f"re-read uniforms D = {rereads} of {sum(len(v) for _, v in read)} read "
-        f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
-        f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= {alpha_level:g})",
-        first if rereads >= critical else "")
+            self.earlier_count += len(self.values)
+            if value in self.values:
+                self.rereads += 1
+                if self.first is None:
+                    self.first = (self.reads, value, ordinal, self.values[value][1])
+            else:
+                self.values[value] = (self.reads, ordinal)
+            self.reads += 1
+            self.max_binary = max(self.max_binary, _binary_digits(value))
+            self.max_decimals = max(self.max_decimals, _decimal_digits(value))
+
+    def merge(self, other: TreeFreshState) -> None:
+        """Append the next piece's state: its first read of a value this piece read is a
+        re-read, and each of its reads had this piece's values before it too, less those it
+        had read itself."""
+        reads_before, rounds_before = self.reads, len(self.table)
+        shared = [(read, value, ordinal) for value, (read, ordinal) in other.values.items()
+                  if value in self.values]
+        self.earlier_count += (other.earlier_count + other.reads * len(self.values)
+                               - sum(other.reads - 1 - read for read, _, _ in shared))
+        self.rereads += other.rereads + len(shared)
+        if self.first is None:
+            candidates = [(read, value, ordinal, -1) for read, value, ordinal in shared]
+            if other.first is not None:
+                candidates.append(other.first)
+            if candidates:
+                read, value, ordinal, earlier = min(candidates, key=lambda c: c[0])
+                earlier = (self.values[value][1] if earlier < 0
+                           else earlier + rounds_before)
+                self.first = (read + reads_before, value, ordinal + rounds_before, earlier)
+        for value, (read, ordinal) in other.values.items():
+            if value not in self.values:
+                self.values[value] = (read + reads_before, ordinal + rounds_before)
+        self.table += other.table
+        self.reads += other.reads
+        self.max_binary = max(self.max_binary, other.max_binary)
+        self.max_decimals = max(self.max_decimals, other.max_decimals)
+
+    def spacing(self) -> float:
+        """`uniform_spacing` of every value read."""
+        if not self.reads:
+            return UNIFORM_SPACING
+        return max(UNIFORM_SPACING, 2.0**-self.max_binary, 10.0**-self.max_decimals)
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """No uniform a tree round read equals one read before it, in that round or an
+        earlier.
+
+        The chain's bound: a fresh uniform on a grid of spacing s hits one of the m values
+        read before it with probability at most m s; with mu the sum of those bounds,
+        P(D >= c) <= mu^c / c!, and the check fails at the least c with that bound <= alpha.
+        """
+        name = "tree-fresh"
+        if not self.table:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", "no re-read uniforms",
+                               "no tree round records its uniforms")
+        spacing = self.spacing()
+        mean_bound = self.earlier_count * spacing
+        critical = coincidence_threshold(mean_bound, alpha_level)
+        first = ""
+        if self.first is not None and self.rereads >= critical:
+            _, value, ordinal, earlier = self.first
+            index, line, run_id = self.table[ordinal]
+            e_index, e_line, _ = self.table[earlier]
+            first = (f"{_where_at(run_id, index, line)} reads u = {value!r}, which "
+                     + ("it already read" if earlier == ordinal else
+                        f"tree round {e_index} (line {e_line}) already read")
+                     + ": every accept test and draw reads its own uniform")
+        return CheckResult(
+            name, Verdict.FAIL if self.rereads >= critical else Verdict.PASS,
+            f"re-read uniforms D = {self.rereads} of {self.reads} read "
+            f"(mu = {mean_bound:.3g} at spacing 2^{math.log2(spacing):.0f})",
+            f"D < {critical} (P(D >= {critical}) <= mu^{critical}/{critical}! <= "
+            f"{alpha_level:g})",
+            first)
+
+
+def check_tree_fresh(rounds: Iterable[TreeRound], alpha_level: float) -> CheckResult:
+    """No uniform a tree round read equals one read before it, in that round or an earlier."""
+    return _fed(TreeFreshState(), rounds).result(alpha_level)
 
 
 # --- support -----------------------------------------------------------------------------
@@ -340,116 +486,177 @@ def _residual_removal(round_: TreeRound, row: int, token: int, tested: int) -> i
     return None
 
 
-def check_tree_support(rounds: Sequence[TreeRound]) -> CheckResult:
+@dataclass
+class TreeSupportState(State):
+    """The tree support check's state: rounds, tokens, violations, the first in file order."""
+
+    rounds: int = 0
+    tokens: int = 0
+    violations: int = 0
+    first: str = ""
+
+    def update(self, round_: TreeRound) -> None:
+        self.rounds += 1
+        self.tokens += len(round_.emitted)
+        violation = _support_violation(round_)
+        if violation:
+            self.violations += 1
+            self.first = self.first or violation
+
+    def merge(self, other: TreeSupportState) -> None:
+        self.rounds += other.rounds
+        self.tokens += other.tokens
+        self.violations += other.violations
+        self.first = self.first or other.first
+
+    def result(self) -> CheckResult:
+        """No emitted token with p = 0 at its row, no certain acceptance rejected, no next
+        token outside the residual's support; zero tolerance."""
+        return CheckResult(
+            "tree-support", Verdict.FAIL if self.violations else Verdict.PASS,
+            f"violations = {self.violations} of {self.rounds} tree rounds "
+            f"({self.tokens} tokens)", "0 violations", self.first)
+
+
+def check_tree_support(rounds: Iterable[TreeRound]) -> CheckResult:
     """No emitted token with p = 0 at its row, no certain acceptance rejected, no next token
     outside the residual's support; zero tolerance."""
-    violations = [v for v in map(_support_violation, rounds) if v]
-    tokens = sum(len(r.emitted) for r in rounds)
-    return CheckResult(
-        "tree-support", Verdict.FAIL if violations else Verdict.PASS,
-        f"violations = {len(violations)} of {len(rounds)} tree rounds ({tokens} tokens)",
-        "0 violations", violations[0] if violations else "")
+    return _fed(TreeSupportState(), rounds).result()
 
 
 # --- acceptance --------------------------------------------------------------------------
 
 
-def check_tree_acceptance(rounds: Sequence[TreeRound], alpha_level: float) -> CheckResult:
-    """Each tested row's outcome against `node_acceptance`, as one martingale z-score.
+@dataclass
+class TreeAcceptanceState(State):
+    """The tree acceptance check's state: the tested rows, those that accepted, the exact sums
+    of their acceptance probabilities a and of a (1 - a), the outcomes against a certain a."""
 
-    Given everything before it, a tested row accepts a child with probability a, so
-    Σ (accepted - a) is a martingale with variance Σ a (1 - a); an outcome against a
-    certain a (0 or 1) fails the check at once.
-    """
-    name = "tree-acceptance"
-    critical = float(stats.norm.isf(alpha_level / 2))
-    threshold = f"|z| <= {critical:.3f}, 0 outcomes against a certain probability"
-    outcomes: list[float] = []
-    chances: list[float] = []
-    impossible, first = 0, ""
-    for round_ in rounds:
+    tested: int = 0
+    accepted: int = 0
+    chances: ExactSum = field(default_factory=ExactSum)
+    variance: ExactSum = field(default_factory=ExactSum)
+    impossible: int = 0
+    first: str = ""
+    schemes: set[str] = field(default_factory=set)
+
+    def update(self, round_: TreeRound) -> None:
+        self.schemes.add(round_.scheme)
         for row, accepted in _tested_rows(round_):
             a = node_acceptance(round_, row)
-            outcomes.append(float(accepted))
-            chances.append(a)
+            self.tested += 1
+            self.accepted += accepted
+            self.chances.add(a)
+            self.variance.add(a * (1 - a))
             if (a <= 1e-12 and accepted) or (a >= 1 - 1e-12 and not accepted):
-                impossible += 1
-                first = first or (f"{_where(round_)}, row {row}: "
-                                  f"{'accepted' if accepted else 'rejected'} a child though "
-                                  f"the {round_.scheme} scheme's acceptance there is {a:.6g}")
-    if not outcomes:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, "no tested row")
-    accepted_array, chance_array = np.array(outcomes), np.array(chances)
-    variance = float(np.sum(chance_array * (1 - chance_array)))
-    drift = float(np.sum(accepted_array - chance_array))
-    z = drift / math.sqrt(variance) if variance > 0 else 0.0
-    failed = abs(z) > critical or impossible > 0
-    schemes = sorted({r.scheme for r in rounds})
-    detail = first or (f"z = {z:.2f}: the rows accept {'more' if z > 0 else 'less'} often "
-                       "than the claimed scheme allows" if failed else "")
-    if "without-replacement" in schemes:
-        detail = "; ".join(filter(None, [detail, "without-replacement rows are scored given "
-                                         "the siblings drawn"]))
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"z = {z:.3f} (accepted {int(accepted_array.sum())} of {len(outcomes)} tested rows, "
-        f"closed form {chance_array.sum():.1f})", threshold, detail)
+                self.impossible += 1
+                self.first = self.first or (
+                    f"{_where(round_)}, row {row}: "
+                    f"{'accepted' if accepted else 'rejected'} a child though "
+                    f"the {round_.scheme} scheme's acceptance there is {a:.6g}")
+
+    def merge(self, other: TreeAcceptanceState) -> None:
+        self.tested += other.tested
+        self.accepted += other.accepted
+        self.chances.merge(other.chances)
+        self.variance.merge(other.variance)
+        self.impossible += other.impossible
+        self.first = self.first or other.first
+        self.schemes |= other.schemes
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """Each tested row's outcome against `node_acceptance`, as one martingale z-score.
+
+        Given everything before it, a tested row accepts a child with probability a, so
+        Σ (accepted - a) is a martingale with variance Σ a (1 - a); an outcome against a
+        certain a (0 or 1) fails the check at once.
+        """
+        name = "tree-acceptance"
+        critical = float(stats.norm.isf(alpha_level / 2))
+        threshold = f"|z| <= {critical:.3f}, 0 outcomes against a certain probability"
+        if not self.tested:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold, "no tested row")
+        variance = self.variance.value
+        drift = math.fsum([float(self.accepted), *(-x for x in self.chances.partials)])
+        z = drift / math.sqrt(variance) if variance > 0 else 0.0
+        failed = abs(z) > critical or self.impossible > 0
+        detail = self.first or (f"z = {z:.2f}: the rows accept {'more' if z > 0 else 'less'} "
+                                "often than the claimed scheme allows" if failed else "")
+        if "without-replacement" in self.schemes:
+            detail = "; ".join(filter(None, [detail, "without-replacement rows are scored "
+                                             "given the siblings drawn"]))
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"z = {z:.3f} (accepted {self.accepted} of {self.tested} tested rows, "
+            f"closed form {self.chances.value:.1f})", threshold, detail)
+
+
+def check_tree_acceptance(rounds: Iterable[TreeRound], alpha_level: float) -> CheckResult:
+    """Each tested row's outcome against `node_acceptance`, as one martingale z-score."""
+    return _fed(TreeAcceptanceState(), rounds).result(alpha_level)
 
 
 # --- law ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Token:
-    p: np.ndarray
-    q: np.ndarray | None
-    token: int
+def tree_law_jitter(round_: TreeRound, depth: int) -> float:
+    """The PIT's jitter of the token a tree round emits at `depth`: fixed by the seed and the
+    token's identity (run, round, depth), as the chain law's is, so a piece checked anywhere
+    draws the same one."""
+    return unit_hash(LAW_SEED, round_.run.id, round_.index, depth)
 
 
-def _law_tokens(rounds: Sequence[TreeRound]) -> list[_Token]:
-    out = []
-    for round_ in rounds:
+@dataclass
+class TreeLawState(State):
+    """The tree law check's state: the emitted tokens' PIT values counted into bins, under
+    each ordering (`PitCounts`: the bins of every bin count, chosen at the end)."""
+
+    pit: dict[str, PitCounts] = field(
+        default_factory=lambda: {ordering: PitCounts() for ordering in ORDERINGS})
+
+    def update(self, round_: TreeRound) -> None:
         for d, token in enumerate(round_.emitted):
             row = round_.path_rows[d]
-            q = (round_.draft_rows[row] if round_.draft_rows is not None
+            p = round_.target_rows[row].astype(np.float64)
+            q = (round_.draft_rows[row].astype(np.float64) if round_.draft_rows is not None
                  and round_.children[row] else None)
-            out.append(_Token(round_.target_rows[row].astype(np.float64),
-                              None if q is None else q.astype(np.float64), token))
-    return out
+            jitter = tree_law_jitter(round_, d)
+            for ordering in ORDERINGS:
+                key = p
+                if ordering == "q/p" and q is not None:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        key = np.where(p > 0, q / np.where(p > 0, p, 1), np.inf)
+                self.pit[ordering].add(pit_value(p, key, token, jitter))
+
+    def merge(self, other: TreeLawState) -> None:
+        for ordering in ORDERINGS:
+            self.pit[ordering].merge(other.pit[ordering])
+
+    def result(self, alpha_level: float) -> CheckResult:
+        """Every emitted token against p at its row: the chain's randomised PIT, chi-square
+        on bins, in two orderings (by p, and by q/p where the row has a drafter law),
+        Bonferroni."""
+        name = "tree-law"
+        n = self.pit["p"].n
+        if n < _MIN_LAW_TOKENS:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level / 2:g}",
+                               f"needs at least {_MIN_LAW_TOKENS} tokens, the tree rounds "
+                               f"emitted {n}")
+        bins = law_bins(n)
+        statistics, p_values = zip(*(self.pit[ordering].chi_square(bins)
+                                     for ordering in ORDERINGS), strict=True)
+        failed = min(p_values) < alpha_level / 2
+        return CheckResult(
+            name, Verdict.FAIL if failed else Verdict.PASS,
+            f"chi2 = {statistics[0]:.2f} (p-order), {statistics[1]:.2f} (q/p-order), "
+            f"{bins - 1} d.o.f.; min p-value = {min(p_values):.3g} over {n} tokens",
+            f"min p-value >= {alpha_level / 2:g} (two orderings, Bonferroni)",
+            "the emitted tokens are not distributed as the target's p" if failed else "")
 
 
-def check_tree_law(rounds: Sequence[TreeRound], alpha_level: float) -> CheckResult:
-    """Every emitted token against p at its row: the chain's randomised PIT, chi-square on
-    bins, in two orderings (by p, and by q/p where the row has a drafter law), Bonferroni."""
-    name = "tree-law"
-    tokens = _law_tokens(rounds)
-    n = len(tokens)
-    if n < _MIN_LAW_TOKENS:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level / 2:g}",
-                           f"needs at least {_MIN_LAW_TOKENS} tokens, the tree rounds emitted {n}")
-    bins = max(2, min(20, n // 5))
-    jitter = np.random.default_rng(LAW_SEED).random(n)
-    statistics, p_values = [], []
-    for ordering in ("p", "q/p"):
-        u = np.empty(n)
-        for j, item in enumerate(tokens):
-            key = item.p
-            if ordering == "q/p" and item.q is not None:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    key = np.where(item.p > 0, item.q / np.where(item.p > 0, item.p, 1), np.inf)
-            lo, width = pit_bounds(item.p, key)
-            u[j] = lo[item.token] + jitter[j] * width[item.token]
-        counts = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
-        chi2 = float(np.sum((counts - n / bins) ** 2 / (n / bins)))
-        statistics.append(chi2)
-        p_values.append(float(stats.chi2.sf(chi2, bins - 1)))
-    failed = min(p_values) < alpha_level / 2
-    return CheckResult(
-        name, Verdict.FAIL if failed else Verdict.PASS,
-        f"chi2 = {statistics[0]:.2f} (p-order), {statistics[1]:.2f} (q/p-order), {bins - 1} "
-        f"d.o.f.; min p-value = {min(p_values):.3g} over {n} tokens",
-        f"min p-value >= {alpha_level / 2:g} (two orderings, Bonferroni)",
-        "the emitted tokens are not distributed as the target's p" if failed else "")
+def check_tree_law(rounds: Iterable[TreeRound], alpha_level: float) -> CheckResult:
+    """Every emitted token against p at its row: randomised PIT, chi-square on bins."""
+    return _fed(TreeLawState(), rounds).result(alpha_level)
 
 
 # --- rewind ------------------------------------------------------------------------------
@@ -482,26 +689,97 @@ def _rewind_problems(round_: TreeRound) -> list[str]:
     return problems
 
 
-def check_tree_rewind(rounds: Sequence[TreeRound]) -> CheckResult:
-    """The rewind invariant on every tree round with offsets: the kept row of each cache
-    ends where the next round's current token starts; zero tolerance."""
-    name, threshold = "tree-rewind", "0 tree rounds off the invariant"
-    checked = [r for r in rounds if r.cache is not None and r.run.prompt_length is not None]
-    if not checked:
-        return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
-                           "no tree round records cache offsets")
-    bad = [f"{_where(r)}: " + "; ".join(problems)
-           for r in checked if (problems := _rewind_problems(r))]
-    return CheckResult(name, Verdict.FAIL if bad else Verdict.PASS,
-                       f"tree rounds off = {len(bad)} of {len(checked)}", threshold,
-                       bad[0] if bad else "")
+@dataclass
+class TreeRewindState(State):
+    """The tree rewind check's state: rounds with offsets, those off the invariant, the
+    first in file order."""
+
+    checked: int = 0
+    bad: int = 0
+    first: str = ""
+
+    def update(self, round_: TreeRound) -> None:
+        if round_.cache is None or round_.run.prompt_length is None:
+            return
+        self.checked += 1
+        problems = _rewind_problems(round_)
+        if problems:
+            self.bad += 1
+            self.first = self.first or f"{_where(round_)}: " + "; ".join(problems)
+
+    def merge(self, other: TreeRewindState) -> None:
+        self.checked += other.checked
+        self.bad += other.bad
+        self.first = self.first or other.first
+
+    def result(self) -> CheckResult:
+        """The rewind invariant on every tree round with offsets: the kept row of each cache
+        ends where the next round's current token starts; zero tolerance."""
+        name, threshold = "tree-rewind", "0 tree rounds off the invariant"
+        if not self.checked:
+            return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
+                               "no tree round records cache offsets")
+        return CheckResult(name, Verdict.FAIL if self.bad else Verdict.PASS,
+                           f"tree rounds off = {self.bad} of {self.checked}", threshold,
+                           self.first)
+
+
+def check_tree_rewind(rounds: Iterable[TreeRound]) -> CheckResult:
+    """The rewind invariant on every tree round with offsets; zero tolerance."""
+    return _fed(TreeRewindState(), rounds).result()
+
+
+# --- all six -----------------------------------------------------------------------------
+
+
+@dataclass
+class TreeState(State):
+    """The six tree checks' states over the tree rounds of a trace, or of a piece of one,
+    and the report's totals (tree rounds, tested rows, emitted tokens)."""
+
+    rounds: int = 0
+    tested: int = 0
+    tokens: int = 0
+    replay: TreeReplayState = field(default_factory=TreeReplayState)
+    fresh: TreeFreshState = field(default_factory=TreeFreshState)
+    support: TreeSupportState = field(default_factory=TreeSupportState)
+    acceptance: TreeAcceptanceState = field(default_factory=TreeAcceptanceState)
+    law: TreeLawState = field(default_factory=TreeLawState)
+    rewind: TreeRewindState = field(default_factory=TreeRewindState)
+
+    def update(self, round_: TreeRound) -> None:
+        """One tree round, in file order; nothing of it is kept but the reductions."""
+        self.rounds += 1
+        self.tested += len(_tested_rows(round_))
+        self.tokens += len(round_.emitted)
+        checks: tuple[_TreeCheckState, ...] = (self.replay, self.fresh, self.support,
+                                                self.acceptance, self.law, self.rewind)
+        for check in checks:
+            check.update(round_)
+
+    def merge(self, other: TreeState) -> None:
+        """Append the state of the next piece."""
+        self.rounds += other.rounds
+        self.tested += other.tested
+        self.tokens += other.tokens
+        self.replay.merge(other.replay)
+        self.fresh.merge(other.fresh)
+        self.support.merge(other.support)
+        self.acceptance.merge(other.acceptance)
+        self.law.merge(other.law)
+        self.rewind.merge(other.rewind)
+
+    def results(self, alpha: float) -> list[CheckResult]:
+        """The six tree checks' results; none when no tree round was read."""
+        if not self.rounds:
+            return []
+        return [self.replay.result(), self.fresh.result(alpha), self.support.result(),
+                self.acceptance.result(alpha), self.law.result(alpha), self.rewind.result()]
 
 
 def check_tree_rounds(trace: Trace, alpha: float) -> list[CheckResult]:
     """The six tree checks on the trace's tree rounds; none when it has none."""
-    rounds = trace.tree_rounds
-    if not rounds:
-        return []
-    return [check_tree_replay(rounds), check_tree_fresh(rounds, alpha),
-            check_tree_support(rounds), check_tree_acceptance(rounds, alpha),
-            check_tree_law(rounds, alpha), check_tree_rewind(rounds)]
+    state = TreeState()
+    for round_ in trace.tree_rounds:
+        state.update(round_)
+    return state.results(alpha)
