@@ -1313,8 +1313,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-acceptance-one-sided", TREE_CHECKS,
-        "failed = abs(z) > critical or self.impossible > 0",
-        "failed = z < -critical or self.impossible > 0",
+        "failed = drift_rejected(drift, variance, 1.0, critical, alpha_level / 2) or (",
+        "failed = drift_rejected(min(drift, 0.0), variance, 1.0, critical, alpha_level / 2) or (",
         "the tree acceptance z tested one-sided: an engine accepting too often passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
@@ -1483,7 +1483,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "request that accepts one draft where the rule's probabilities sum to 0.002 fails",
         vectors=False,
         first_tests=("tests/test_conformance_small_counts.py",),
-        scope="_drift_rejects",
+        scope="drift_rejected",
     ),
     mutant(
         "acceptance-bennett-without-span", "impl/specaccept/conformance/acceptance.py",

@@ -66,7 +66,7 @@ def bennett_tail(drift: float, variance: float, span: float) -> float:
     return math.exp(-(variance / span**2) * ((1 + u) * math.log1p(u) - u))
 
 
-def _drift_rejects(drift: float, variance: float, span: float, critical: float,
+def drift_rejected(drift: float, variance: float, span: float, critical: float,
                    alpha_side: float) -> bool:
     """Whether the drift lies beyond its threshold: |z| > critical where the normal
     approximation holds, Bennett's bound at `alpha_side` below `NORMAL_MIN_VARIANCE`."""
@@ -235,10 +235,10 @@ class AcceptanceState(State):
                      if self.tested and ceiling_variance > 0 else 0.0)
         span = float(max(1, self.block_span))
         above_ceiling = bool(self.tested) and (
-            (self.accepted > ceiling and _drift_rejects(
+            (self.accepted > ceiling and drift_rejected(
                 self.accepted - ceiling, ceiling_variance, 1.0, ceiling_critical, alpha_level))
             or (self.beyond_ceiling > 0 and self.accepted_at_zero_ceiling > 0))
-        failed = (_drift_rejects(drift, variance, span, critical, alpha_level / 2)
+        failed = (drift_rejected(drift, variance, span, critical, alpha_level / 2)
                   or self.impossible > 0 or above_ceiling)
         details = []
         z_beyond = variance > 0 and abs(drift) > critical * math.sqrt(variance)

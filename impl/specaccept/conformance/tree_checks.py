@@ -28,6 +28,7 @@ import mlx.core as mx
 import numpy as np
 from scipy import stats
 
+from specaccept.conformance.acceptance import drift_rejected
 from specaccept.conformance.exact import ExactSum, State
 from specaccept.conformance.fresh import UNIFORM_SPACING, coincidence_threshold
 from specaccept.conformance.law import LAW_SEED, ORDERINGS, PitCounts, law_bins, pit_value
@@ -579,7 +580,9 @@ class TreeAcceptanceState(State):
         variance = self.variance.value
         drift = math.fsum([float(self.accepted), *(-x for x in self.chances.partials)])
         z = drift / math.sqrt(variance) if variance > 0 else 0.0
-        failed = abs(z) > critical or self.impossible > 0
+        # Below a variance of 25 Bennett's bound decides, as for the chain's acceptance.
+        failed = drift_rejected(drift, variance, 1.0, critical, alpha_level / 2) or (
+            self.impossible > 0)
         detail = self.first or (f"z = {z:.2f}: the rows accept {'more' if z > 0 else 'less'} "
                                 "often than the claimed scheme allows" if failed else "")
         if "without-replacement" in self.schemes:
