@@ -47,6 +47,7 @@ if __package__ in (None, ""):  # run as a script: make `engines` importable
     sys.path.insert(0, str(HERE.parents[1]))
 
 from engines.synthetic_pair import HistoryPair  # noqa: E402
+
 VLLM_VERSION = "0.34.0"
 WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
 WHEEL_SHA256 = "79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2"
