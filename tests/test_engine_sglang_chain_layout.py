@@ -130,6 +130,12 @@ def _recorder() -> Any:
      "--thresholds must lie in [0, 1], got 2.0"),
     (["--rounds", "5", "--out", "t", "--mutant", "x"], "invalid choice: 'x'"),
     (["--rounds", "5"], "give --out TRACE, or --summary-only to write no trace"),
+    (["--rounds", "5", "--out", "t", "--temperatures", "0.7,0"],
+     "--temperatures 0 (greedy) needs --verifier greedy"),
+    (["--rounds", "5", "--out", "t", "--temperatures", "0.01"],
+     "--temperatures entries must be 0 or lie in [0.05, 100], got 0.01"),
+    (["--rounds", "5", "--out", "t", "--verifier", "greedy", "--block"],
+     "--verifier greedy takes neither --block nor --mutant"),
     (["--rounds", "5", "--out", "/nonexistent-dir/t.jsonl"],
      "--out /nonexistent-dir/t.jsonl: the directory /nonexistent-dir does not exist"),
 ])

@@ -26,7 +26,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
@@ -49,10 +51,19 @@ from engines.synthetic_pair import HistoryPair  # noqa: E402
 
 CHAIN_KERNEL = "sglang/kernels/ops/speculative/reject_sampling.py"
 CHAIN_KERNEL_SHA256 = "62caac17755082e2f89b1c81a743f55c81c31b7ff0485b7533c0267e72e9262c"
+GREEDY_KERNEL = "sglang/kernels/ops/speculative/spec_tree.py"
+GREEDY_KERNEL_SHA256 = "2bd4944222af9860aae0ab1c51cde21351d96a6ebee2922175368a0e18916222"
+STANDINS = {
+    "sglang/srt/platforms/__init__.py": "platforms.py",
+    "sglang/srt/platforms/interface.py": "platforms_interface.py",
+    "sglang/srt/utils/__init__.py": "utils.py",
+}
+"""The project's modules loaded under the names ``spec_tree.py`` imports (``standins/``)."""
 DEFAULT_CACHE = Path(os.environ.get("SPECACCEPT_ENGINE_CACHE",
                                     Path.home() / ".cache" / "specaccept-engines"))
 TEMPERATURES = (0.7, 1.0, 1.3, 0.9)
-"""Request r samples at TEMPERATURES[r % 4] (SGLang sends greedy batches elsewhere)."""
+"""By default request r samples at TEMPERATURES[r % 4] (SGLang sends an all-greedy batch to
+its greedy verifier, never to the rejection sampler)."""
 TOP_KS = (0, 8, 0, 16)
 """Request r's target keeps its TOP_KS[r % 4] most likely tokens (0: all), renormalised."""
 MUTANTS = {
@@ -68,6 +79,8 @@ class Settings:
     rounds: int
     out: Path
     block: bool
+    verifier: str
+    temperatures: tuple[float, ...]
     vocab_size: int
     requests: int
     drafts: int
@@ -78,27 +91,53 @@ class Settings:
     write_trace: bool = True
 
 
-def load_chain_kernel(cache: Path) -> tuple[ModuleType, str]:
-    """``reject_sampling.py`` from the pinned wheel (downloaded into `cache` if missing)."""
-    target = cache / "extracted" / "sglang-0.5.23" / CHAIN_KERNEL
+def _extracted(cache: Path, member: str, sha256: str) -> Path:
+    """`member` of the pinned wheel, extracted into `cache` and checked against `sha256`."""
+    target = cache / "extracted" / "sglang-0.5.23" / member
     if not target.is_file():
         with zipfile.ZipFile(_wheel(cache, SGLANG)) as wheel:
             try:
-                raw = wheel.read(CHAIN_KERNEL)
+                raw = wheel.read(member)
             except KeyError:
                 raise RecorderError(f"--cache {cache}: the {SGLANG} wheel holds no "
-                                    f"{CHAIN_KERNEL}") from None
+                                    f"{member}") from None
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(raw)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    if digest != CHAIN_KERNEL_SHA256:
+    if digest != sha256:
         raise RecorderError(f"--cache {cache}: {target} has SHA-256 {digest}, not SGLang "
-                            f"0.5.23's {CHAIN_KERNEL_SHA256}")
+                            f"0.5.23's {sha256}")
+    return target
+
+
+def load_chain_kernel(cache: Path) -> tuple[ModuleType, str]:
+    """``reject_sampling.py`` from the pinned wheel (downloaded into `cache` if missing)."""
+    target = _extracted(cache, CHAIN_KERNEL, CHAIN_KERNEL_SHA256)
     spec = importlib.util.spec_from_file_location("sglang_reject_sampling", target)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module, digest
+    return module, CHAIN_KERNEL_SHA256
+
+
+def load_greedy_kernel(cache: Path, root: Path) -> tuple[ModuleType, str]:
+    """``spec_tree.py`` from the pinned wheel, beside the stand-ins laid out under `root`."""
+    target = _extracted(cache, GREEDY_KERNEL, GREEDY_KERNEL_SHA256)
+    if any(name == "sglang" or name.startswith("sglang.") for name in sys.modules):
+        raise RecorderError("a module named sglang is already imported; run the recorder in "
+                            "a process of its own")
+    for member, standin in STANDINS.items():
+        path = root / member
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(HERE / "standins" / standin, path)
+    for folder in (root / "sglang", root / "sglang" / "srt"):
+        (folder / "__init__.py").touch()
+    sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("sglang_spec_tree", target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, GREEDY_KERNEL_SHA256
 
 
 @dataclass
@@ -125,9 +164,16 @@ def _probs(logits: Any, temperature: float, top_k: int) -> Any:
 
 def record(settings: Settings) -> dict[str, Any]:
     """Run the kernel for `settings.rounds` request-rounds; write the trace."""
-    import torch
+    with tempfile.TemporaryDirectory(prefix="specaccept-sglang-") as tmp:
+        if settings.verifier == "greedy":
+            kernel, digest = load_greedy_kernel(settings.cache, Path(tmp))
+        else:
+            kernel, digest = load_chain_kernel(settings.cache)
+        return _record(settings, kernel, digest)
 
-    kernel, digest = load_chain_kernel(settings.cache)
+
+def _record(settings: Settings, kernel: ModuleType, digest: str) -> dict[str, Any]:
+    import torch
     import triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -135,12 +181,17 @@ def record(settings: Settings) -> dict[str, Any]:
     rng = np.random.default_rng(settings.seed)
     coins_rng = torch.Generator(device=device).manual_seed(settings.seed)
     pair = HistoryPair(V, settings.seed)
+    greedy = settings.verifier == "greedy"
     rule = "block" if settings.block else "stochastic"
-    engine = (f"SGLang 0.5.23 chain_speculative_sampling_triton "
-              f"({'block verification' if settings.block else 'standard rule'}), Triton "
+    engine = (("SGLang 0.5.23 verify_tree_greedy_triton on chains (argmax of the target "
+               "logits, as eagle_sample commits on CPU and XPU)" if greedy else
+               f"SGLang 0.5.23 chain_speculative_sampling_triton "
+               f"({'block verification' if settings.block else 'standard rule'})")
+              + f", Triton "
               f"{triton.__version__} {'interpreter' if device == 'cpu' else 'on ' + device}"
               + (f", mutant {settings.mutant}" if settings.mutant else ""))
-    header = {"sglang": "0.5.23", "kernel": CHAIN_KERNEL, "kernel_sha256": digest,
+    header = {"sglang": "0.5.23", "kernel": GREEDY_KERNEL if greedy else CHAIN_KERNEL,
+              "kernel_sha256": digest,
               "thresholds": list(settings.thresholds), "mutant": settings.mutant}
     stats: dict[str, Any] = {"rounds": 0, "steps": 0, "accepted": 0, "tested": 0,
                              "kernel_s": 0.0}
@@ -150,14 +201,19 @@ def record(settings: Settings) -> dict[str, Any]:
         requests = []
         for r in range(R):
             prompt = [int(t) for t in rng.integers(0, V, size=4)]
-            temperature, top_k = TEMPERATURES[r % len(TEMPERATURES)], TOP_KS[r % len(TOP_KS)]
+            temperature = settings.temperatures[r % len(settings.temperatures)]
+            top_k = TOP_KS[r % len(TOP_KS)]
+            # A greedy request's target is recorded as logits read at temperature 0.
             run = trace.start_run(f"req-{r}", prompt=prompt,
+                                  target_sampler={"temperature": 0.0} if temperature == 0
+                                  else None,
                                   extra={"temperature": temperature, "top_k": top_k})
             requests.append(Request(run, r, temperature, top_k, prompt))
         while stats["rounds"] < settings.rounds:
             batch = requests[: min(R, settings.rounds - int(stats["rounds"]))]
             n = len(batch)
             target = torch.empty((n, K + 1, V), dtype=torch.float32)
+            target_logits_t = torch.empty_like(target)
             draft = torch.empty((n, K, V), dtype=torch.float32)
             handed = torch.empty_like(draft)  # the draft rows the kernel is given
             drafts = [[0] * K for _ in batch]
@@ -167,11 +223,12 @@ def record(settings: Settings) -> dict[str, Any]:
                 contexts = [q.history + drafts[b][:i] for b, q in enumerate(batch)]
                 target_logits, draft_logits = pair.rows(contexts)
                 for b, q in enumerate(batch):
-                    target[b, i] = _probs(torch.from_numpy(target_logits[b]), q.temperature,
-                                          q.top_k)
+                    target_logits_t[b, i] = torch.from_numpy(target_logits[b])
+                    target[b, i] = _probs(torch.from_numpy(target_logits[b]),
+                                          q.temperature or 1.0, q.top_k)
                     if i == K:
                         continue
-                    law = _probs(torch.from_numpy(draft_logits[b]), q.temperature, 0)
+                    law = _probs(torch.from_numpy(draft_logits[b]), q.temperature or 1.0, 0)
                     draft[b, i] = law
                     handed[b, i] = (_probs(torch.from_numpy(draft_logits[b]), 1.0, 0)
                                     if settings.mutant == "untempered-draft-probs" else law)
@@ -188,21 +245,37 @@ def record(settings: Settings) -> dict[str, Any]:
             accept_index = torch.full((n, K + 1), -1, dtype=torch.int32, device=device)
             accept_token_num = torch.empty((n,), dtype=torch.int32, device=device)
             tick = time.perf_counter()
-            kernel.chain_speculative_sampling_triton(
-                predicts=predicts, accept_index=accept_index,
-                accept_token_num=accept_token_num,
-                candidates=torch.tensor(arrays.candidates, dtype=torch.int64, device=device),
-                retrive_index=torch.tensor(arrays.retrive_index, dtype=torch.int64,
-                                           device=device),
-                retrive_next_token=torch.tensor(arrays.retrive_next_token, dtype=torch.int64,
+            if greedy:
+                # eagle_sample's greedy branch: the argmax of the target's logits at every
+                # slot, whatever the request's temperature.
+                kernel.verify_tree_greedy_triton(
+                    predicts=predicts, accept_index=accept_index,
+                    accept_token_num=accept_token_num,
+                    candidates=torch.tensor(arrays.candidates, dtype=torch.int64,
+                                            device=device),
+                    retrieve_index=torch.tensor(arrays.retrive_index, dtype=torch.int64,
                                                 device=device),
-                retrive_next_sibling=torch.tensor(arrays.retrive_next_sibling,
-                                                  dtype=torch.int64, device=device),
-                uniform_samples=coins, uniform_samples_for_final_sampling=final_coins,
-                target_probs=target.to(device), draft_probs=handed.to(device),
-                threshold_single=settings.thresholds[0],
-                threshold_acc=settings.thresholds[1], deterministic=True,
-                block_verification=settings.block)
+                    retrieve_next_token=torch.tensor(arrays.retrive_next_token,
+                                                     dtype=torch.int64, device=device),
+                    retrieve_next_sibling=torch.tensor(arrays.retrive_next_sibling,
+                                                       dtype=torch.int64, device=device),
+                    target_predict=torch.argmax(target_logits_t, dim=-1).to(device))
+            else:
+                kernel.chain_speculative_sampling_triton(
+                    predicts=predicts, accept_index=accept_index,
+                    accept_token_num=accept_token_num,
+                    candidates=torch.tensor(arrays.candidates, dtype=torch.int64, device=device),
+                    retrive_index=torch.tensor(arrays.retrive_index, dtype=torch.int64,
+                                               device=device),
+                    retrive_next_token=torch.tensor(arrays.retrive_next_token, dtype=torch.int64,
+                                                    device=device),
+                    retrive_next_sibling=torch.tensor(arrays.retrive_next_sibling,
+                                                      dtype=torch.int64, device=device),
+                    uniform_samples=coins, uniform_samples_for_final_sampling=final_coins,
+                    target_probs=target.to(device), draft_probs=handed.to(device),
+                    threshold_single=settings.thresholds[0],
+                    threshold_acc=settings.thresholds[1], deterministic=True,
+                    block_verification=settings.block)
             if device != "cpu":
                 torch.cuda.synchronize()
             stats["kernel_s"] += time.perf_counter() - tick
@@ -213,11 +286,18 @@ def record(settings: Settings) -> dict[str, Any]:
                                       accept_index[b].tolist(), int(accept_token_num[b]),
                                       predicts_l, coins_l[b], final_l[b],
                                       block=settings.block)
-                if settings.write_trace:
+                if settings.write_trace and q.temperature == 0:
+                    q.run.write_round(
+                        rule="greedy-argmax", draft_tokens=verdict.draft_tokens,
+                        emitted=verdict.emitted, target=_logits_block(target_logits_t[b]),
+                        batch=(int(stats["steps"]), q.slot))
+                elif settings.write_trace:
+                    # The greedy verifier draws nothing: its rounds record no uniforms.
                     q.run.write_round(
                         rule=rule, draft_tokens=verdict.draft_tokens, emitted=verdict.emitted,
                         target=_probs_block(target[b]), draft=_probs_block(draft[b]),
-                        uniforms=verdict.uniforms, batch=(int(stats["steps"]), q.slot))
+                        uniforms=None if greedy else verdict.uniforms,
+                        batch=(int(stats["steps"]), q.slot))
                 q.history.extend(verdict.emitted)
                 stats["rounds"] += 1
                 stats["accepted"] += verdict.num_accepted
@@ -226,6 +306,11 @@ def record(settings: Settings) -> dict[str, Any]:
     stats["wall_s"] = time.perf_counter() - started
     stats["device"] = device
     return stats
+
+
+def _logits_block(rows: Any) -> dict[str, Any]:
+    tensor = rows.to("cpu").contiguous()
+    return st.b64_block(tensor.numpy().tobytes(), rows=tensor.shape[0], kind="logits")
 
 
 def _probs_block(rows: Any) -> dict[str, Any]:
@@ -248,6 +333,19 @@ def _integer(name: str, low: int) -> Any:
     return parse
 
 
+def _temperatures(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--temperatures must be comma-separated numbers, got {text!r}") from None
+    for value in values:
+        if not (value == 0 or 0.05 <= value <= 100):
+            raise argparse.ArgumentTypeError(
+                f"--temperatures entries must be 0 or lie in [0.05, 100], got {value}")
+    return values
+
+
 def _threshold(text: str) -> float:
     try:
         value = float(text)
@@ -268,6 +366,16 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                         help="run the kernel and print the summary, writing no trace")
     parser.add_argument("--block", action="store_true",
                         help="block verification (speculative_use_block_verification)")
+    parser.add_argument("--verifier", choices=("rejection", "greedy"), default="rejection",
+                        help="'rejection' (default): chain_speculative_sampling_triton; "
+                             "'greedy': verify_tree_greedy_triton on the argmax of the "
+                             "target's logits, the path eagle_sample takes on CPU and XPU "
+                             "for every request. Its sampled requests' rounds claim the "
+                             "standard rule they asked for; greedy ones 'greedy-argmax'")
+    parser.add_argument("--temperatures", type=_temperatures, default=TEMPERATURES,
+                        help="the requests' temperatures, comma-separated, request r at "
+                             "entry r modulo their count; 0 is greedy (--verifier greedy "
+                             "only) (default: " + ",".join(map(str, TEMPERATURES)) + ")")
     parser.add_argument("--vocab", type=_integer("--vocab", 16), default=64,
                         help="vocabulary size V (default 64; at least 16, the largest top-k)")
     parser.add_argument("--requests", type=_integer("--requests", 1), default=8,
@@ -291,7 +399,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     if args.out is not None and not args.out.resolve().parent.is_dir():
         parser.error(f"--out {args.out}: the directory {args.out.resolve().parent} does not "
                      "exist")
-    return Settings(args.rounds, args.out or Path(os.devnull), args.block, args.vocab,
+    if args.verifier == "greedy" and (args.block or args.mutant):
+        parser.error("--verifier greedy takes neither --block nor --mutant (it draws nothing)")
+    if args.verifier == "rejection" and 0 in args.temperatures:
+        parser.error("--temperatures 0 (greedy) needs --verifier greedy: SGLang never sends "
+                     "an all-greedy batch to the rejection sampler")
+    return Settings(args.rounds, args.out or Path(os.devnull), args.block, args.verifier,
+                    args.temperatures, args.vocab,
                     args.requests, args.drafts, args.seed, tuple(args.thresholds),
                     args.mutant, args.cache, not args.summary_only)
 
