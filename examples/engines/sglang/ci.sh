@@ -5,6 +5,9 @@
 # request-rounds each; the kernel handed the drafter's untempered probabilities
 # (--mutant untempered-draft-probs) must fail replay under both rules; and the kernel must
 # ignore SGLang's acceptance thresholds (a run at 0.9 0.8 records the same rounds as at 1 1).
+# SGLang's greedy verifier (verify_tree_greedy_triton, the path eagle_sample takes on CPU and
+# XPU for every request) must conform on greedy requests (1,000 random trees, and chains) and
+# fail the law check on sampled ones (docs/results/sglang-cpu-greedy-commit.md).
 # Run from the repository root (examples/engines/ci.sh calls it). The Triton port of the
 # tree kernel is in no release and has a stage of its own, check_triton_port.sh.
 set -euo pipefail
@@ -22,6 +25,7 @@ fi
 "$venv/bin/pip" install --quiet -r examples/engines/sglang/requirements.txt
 echo "sglang: environment ready in $(($(date +%s) - t0))s"
 record() { "$venv/bin/python" examples/engines/sglang/record_chain.py "$@"; }
+record_trees() { "$venv/bin/python" examples/engines/sglang/record.py "$@"; }
 
 # The first run downloads the wheel and extracts the kernel, before the others start.
 record --rounds 40 --out "$work/thresholds-1-1.jsonl" >/dev/null
@@ -45,27 +49,45 @@ mutant=$!
 record --rounds "$short" --block --mutant untempered-draft-probs \
     --out "$work/mutant-block.jsonl.gz" > "$work/mutant-block.json"
 wait "$mutant"
+record_trees --kernel greedy-triton --trees "$rounds" --out "$work/greedy-trees.jsonl.gz" \
+    > "$work/greedy-trees.json" 2> "$work/greedy-trees.err" &
+trees=$!
+record_trees --kernel greedy-triton --sampled --trees "$short" \
+    --out "$work/greedy-trees-sampled.jsonl.gz" > "$work/greedy-trees-sampled.json" \
+    2> "$work/greedy-trees-sampled.err"
+wait "$trees"
+record --verifier greedy --temperatures 0 --rounds "$short" --out "$work/greedy.jsonl.gz" \
+    > "$work/greedy.json" &
+greedy=$!
+record --verifier greedy --rounds "$short" --out "$work/greedy-sampled.jsonl.gz" \
+    > "$work/greedy-sampled.json"
+wait "$greedy"
 echo "sglang: recorded in $(($(date +%s) - t1))s:"
-cat "$work"/standard.json "$work"/block.json "$work"/mutant.json "$work"/mutant-block.json
+cat "$work"/standard.json "$work"/block.json "$work"/mutant.json "$work"/mutant-block.json \
+    "$work"/greedy-trees.json "$work"/greedy-trees-sampled.json "$work"/greedy.json \
+    "$work"/greedy-sampled.json
 
 t2=$(date +%s)
-for trace in standard block; do
+for trace in standard block greedy-trees greedy; do
     "$specaccept" conform "$work/$trace.jsonl.gz" > "$work/$trace.report" || {
         cat "$work/$trace.report"; echo "sglang: $trace does not conform" >&2; exit 1; }
-    grep "^replay" "$work/$trace.report"
+    grep -E "^(replay|tree-acceptance)" "$work/$trace.report" || true
     tail -n 1 "$work/$trace.report"
 done
-for trace in mutant mutant-block; do
+expect_failure() {  # $1: trace, $2: the check that must fail
     set +e
-    "$specaccept" conform "$work/$trace.jsonl.gz" > "$work/$trace.report"
+    "$specaccept" conform "$work/$1.jsonl.gz" > "$work/$1.report"
     code=$?
     set -e
-    if [ "$code" -ne 1 ] || ! grep -q "^replay *FAIL" "$work/$trace.report"; then
-        cat "$work/$trace.report"
-        echo "sglang: $trace (untempered draft probabilities) was not caught by replay" \
-             "(exit $code)" >&2
+    if [ "$code" -ne 1 ] || ! grep -q "^$2 *FAIL" "$work/$1.report"; then
+        cat "$work/$1.report"
+        echo "sglang: $1 should fail $2 (conform exit 1), got exit $code" >&2
         exit 1
     fi
-    grep "^replay" "$work/$trace.report"
-done
+    grep "^$2" "$work/$1.report"
+}
+expect_failure mutant replay          # untempered draft probabilities, standard rule
+expect_failure mutant-block replay    # the same, block verification
+expect_failure greedy-sampled law     # argmax committed for sampled requests (chains)
+expect_failure greedy-trees-sampled tree-law   # the same, random trees
 echo "sglang: checked in $(($(date +%s) - t2))s; stage took $(($(date +%s) - t0))s"
