@@ -489,12 +489,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             import tempfile
 
             from engines.sglang import record_chain
+            from engines.sglang.record import RecorderError as LoadError  # as record_chain's
 
             scratch = tempfile.TemporaryDirectory(prefix="specaccept-sglang-")
             try:
                 module, digest = record_chain.load_greedy_kernel(args.cache,
                                                                  Path(scratch.name))
-            except record_chain.RecorderError as error:  # this module's, imported again
+            except LoadError as error:  # this script's class, imported again as a module
                 raise RecorderError(str(error)) from None
             verify, loaded = _greedy_verify(module), {"spec_tree.py": digest}
             engine = (f"SGLang 0.5.23 verify_tree_greedy_triton "
