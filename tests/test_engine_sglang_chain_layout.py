@@ -5,7 +5,7 @@ draft i when ``coin_i * q(d_i) < p(d_i)``; block: the longest prefix whose keep 
 passes), and the mapped rounds must come out of `verify_tokenwise` / `verify_blockwise`
 with the same verdict, which a map that shifts the coins by one slot, or puts the final
 coin anywhere but ``uniforms[a][1]``, does not. Outputs that are no chain verdict are
-refused by name. The recorder's command line refuses bad settings before loading anything.
+refused by name. The recorders' command lines refuse bad settings before loading anything.
 """
 
 from __future__ import annotations
@@ -148,3 +148,24 @@ def test_bad_recorder_settings_are_refused_by_name(
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
 
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--out", "t", "--sampled"], "--sampled needs --kernel greedy-triton"),
+    (["--out", "t", "--kernel", "greedy-triton", "--fixed-cases"],
+     "--fixed-cases are the sampling kernel's cases, not --kernel greedy-triton's"),
+])
+def test_bad_greedy_tree_settings_are_refused_by_name(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+
+    path = ROOT / "examples" / "engines" / "sglang" / "record.py"
+    spec = importlib.util.spec_from_file_location("sglang_tree_recorder", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as exit_:
+        module.parse_args(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
