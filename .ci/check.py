@@ -52,8 +52,9 @@ def main() -> None:
         step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
              "doctest", "docs", "docs/_build/doctest")
-    # vLLM's verification kernels from its pinned wheel under Triton's interpreter: their
-    # traces must conform and the planted pre-fix keying must fail (a budget of its own).
+    # vLLM's and SGLang's verification kernels from their pinned wheels under Triton's
+    # interpreter: their traces must conform and the planted mutants must fail (a budget of
+    # its own).
     step("engines", "bash", "examples/engines/ci.sh")
     # Last: the longest step, and it relies on the suite above passing on the unmutated tree.
     step("mutation gate", python, ".ci/mutation_gate.py", "--jobs", "2")

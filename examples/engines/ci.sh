@@ -7,9 +7,12 @@
 # Usage, from the repository root, with the project's venv built (its `specaccept` checks):
 #   examples/engines/ci.sh
 # Environment: ENGINES_BUDGET_S (default 720 s for the whole stage), SPECACCEPT (the
-# conform command, default .venv/bin/specaccept), ENGINES_WORK (scratch directory).
+# conform command, default .venv/bin/specaccept), ENGINES_WORK (scratch directory),
+# ENGINES_VENV (the recorders' environment, default .venv-engines: the engines pin the same
+# torch and triton, so one environment serves every stage).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export ENGINES_VENV="${ENGINES_VENV:-.venv-engines}"
 budget="${ENGINES_BUDGET_S:-720}"
 start=$(date +%s)
 status=0

@@ -38,6 +38,7 @@ from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `engines.sglang` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "impl"))  # the trace writer
 
 import numpy as np
 
@@ -259,6 +260,21 @@ def run_kernel(
     return out
 
 
+def _greedy_verify(module: ModuleType) -> Callable[..., None]:
+    """SGLang's greedy verifier as `eagle_sample` calls it: the argmax of each slot's row."""
+    def verify(*tensors: Any) -> None:
+        import torch
+
+        (predicts, accept_index, accept_num, candidates, retrive, next_token, next_sibling,
+         _coins, _final, target, _draft, _single, _acc) = tensors
+        module.verify_tree_greedy_triton(
+            predicts=predicts, accept_index=accept_index, accept_token_num=accept_num,
+            candidates=candidates, retrieve_index=retrive, retrieve_next_token=next_token,
+            retrieve_next_sibling=next_sibling, target_predict=torch.argmax(target, dim=-1))
+
+    return verify
+
+
 def _triton_verify(module: ModuleType) -> Callable[..., None]:
     def verify(*tensors: Any) -> None:
         *arrays, threshold_single, threshold_acc = tensors
@@ -314,12 +330,23 @@ def random_request(
 def _write_round(
     run: specaccept_trace.RunWriter, request: layout.KernelRequest, max_depth: int,
     outcome: tuple[list[int], list[int]], strict: bool, extra: dict[str, Any],
+    *, greedy: bool = False, sampled: bool = False,
 ) -> None:
     tree = layout.tree_round(request, max_depth, strict=strict)
     path, emitted, sample = layout.kernel_outcome(tree, outcome[0], outcome[1],
                                                   request.final_coin)
     rows = np.zeros((len(tree.target_rows), run.trace.vocab_size), dtype="<f4")
     rows[:, : len(tree.target_rows[0])] = tree.target_rows  # the fixed cases' smaller V
+    if greedy:
+        # A greedy request's law is the one-hot row at the argmax (a sampled request's, with
+        # --sampled, the row itself), and the verifier draws nothing: no uniforms.
+        if not sampled:
+            rows = np.eye(rows.shape[1], dtype="<f4")[np.argmax(rows, axis=1)]
+        run.write_tree_round(
+            scheme="deterministic", parents=tree.parents, node_tokens=tree.node_tokens,
+            target=specaccept_trace.b64_block(rows.tobytes(), rows=rows.shape[0]), path=path,
+            emitted=emitted, extra=extra or None)
+        return
     if tree.slots != list(range(len(tree.slots))):
         extra = {**extra, "slots": tree.slots}
     run.write_tree_round(
@@ -342,7 +369,8 @@ def record_random(args: argparse.Namespace, verify: Callable[..., None],
                               args.device)
         for slot, (request, outcome) in enumerate(zip(requests, outcomes, strict=True)):
             _write_round(run, request, args.max_depth, outcome, strict,
-                         {"step": step, "slot": slot})
+                         {"step": step, "slot": slot}, greedy=args.kernel == "greedy-triton",
+                         sampled=args.sampled)
         done, step = done + size, step + 1
     return done
 
@@ -405,10 +433,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", type=_positive("--trees"), default=1000)
     parser.add_argument("--out", type=Path, required=True, help="trace path (.gz: gzipped)")
-    parser.add_argument("--kernel", choices=("triton", "cuda"), default="triton")
+    parser.add_argument("--kernel", choices=("triton", "cuda", "greedy-triton"),
+                        default="triton",
+                        help="'greedy-triton': the released greedy verifier "
+                             "(verify_tree_greedy_triton), on greedy requests")
     parser.add_argument("--thresholds", nargs=2, metavar=("SINGLE", "ACC"),
                         type=_probability("--thresholds"), default=[1.0, 1.0],
                         help="threshold_single and threshold_acc (1 1: lossless)")
+    parser.add_argument("--sampled", action="store_true",
+                        help="with --kernel greedy-triton: record each tree with the law its "
+                             "request samples from (the random row), as SGLang does on CPU "
+                             "and XPU for a sampled request (the trace must fail)")
     parser.add_argument("--fixed-cases", action="store_true",
                         help="run SGLang's seven fixed cases instead of random trees")
     parser.add_argument("--case", action="append",
@@ -431,6 +466,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.cache / f"sglang-{TRITON_PORT_COMMIT[:7]}" / "tree_sampling.py")
     if args.kernel == "cuda" and args.device != "cuda":
         parser.error("--device cpu: the CUDA kernel runs on a GPU only")
+    if args.sampled and args.kernel != "greedy-triton":
+        parser.error("--sampled needs --kernel greedy-triton")
+    if args.kernel == "greedy-triton" and args.fixed_cases:
+        parser.error("--fixed-cases are the sampling kernel's cases, not --kernel greedy-triton's")
     return args
 
 
@@ -444,6 +483,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             verify, loaded = _triton_verify(module), {"tree_sampling.py": digest}
             engine = (f"SGLang Triton port of tree_speculative_sampling_target_only "
                       f"(sgl-project/sglang@{TRITON_PORT_COMMIT[:10]}), {args.device}")
+        elif args.kernel == "greedy-triton":
+            if args.device == "cpu":
+                os.environ["TRITON_INTERPRET"] = "1"
+            import tempfile
+
+            from engines.sglang import record_chain
+            from engines.sglang.record import RecorderError as LoadError  # as record_chain's
+
+            scratch = tempfile.TemporaryDirectory(prefix="specaccept-sglang-")
+            try:
+                module, digest = record_chain.load_greedy_kernel(args.cache,
+                                                                 Path(scratch.name))
+            except LoadError as error:  # this script's class, imported again as a module
+                raise RecorderError(str(error)) from None
+            verify, loaded = _greedy_verify(module), {"spec_tree.py": digest}
+            engine = (f"SGLang 0.5.23 verify_tree_greedy_triton "
+                      f"({'sampled' if args.sampled else 'greedy'} requests), {args.device}")
         else:
             verify, loaded = cuda_kernel(args.cache)
             engine = "SGLang 0.5.23 TreeSpeculativeSamplingTargetOnly (CUDA), FlashInfer 0.7.2"

@@ -6,7 +6,7 @@
 # byte of a trace. Run from the repository root (examples/engines/ci.sh calls it).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-venv="${VLLM_VENV:-.venv-engines-vllm}"
+venv="${VLLM_VENV:-${ENGINES_VENV:-.venv-engines-vllm}}"
 specaccept="${SPECACCEPT:-.venv/bin/specaccept}"
 work="${ENGINES_WORK:-$(mktemp -d)}/vllm"
 rounds="${VLLM_CI_ROUNDS:-1000}"            # each rule

@@ -43,6 +43,11 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):  # run as a script: make `engines` importable
+    sys.path.insert(0, str(HERE.parents[1]))
+
+from engines.synthetic_pair import HistoryPair  # noqa: E402
+
 VLLM_VERSION = "0.34.0"
 WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
 WHEEL_SHA256 = "79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2"
@@ -186,29 +191,6 @@ def load_vllm(wheel: Path, root: Path, mutant: str | None, fast_interpreter: boo
 
 
 # --- the synthetic pair -----------------------------------------------------------------
-
-
-class HistoryPair:
-    """A target and a drafter whose logits are a function of the last two tokens.
-
-    Each context (its last two tokens) seeds a generator that draws two standard normal
-    rows z and w; the target's logits are ``scale * z`` and the drafter's
-    ``scale * (rho * z + sqrt(1 - rho^2) * w)``, so the pair agree in part and the rows
-    depend on the history, as a language model's do.
-    """
-
-    def __init__(self, vocab_size: int, seed: int, scale: float = 2.5, rho: float = 0.8):
-        self.vocab_size, self.seed, self.scale, self.rho = vocab_size, seed, scale, rho
-
-    def rows(self, contexts: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-        target = np.empty((len(contexts), self.vocab_size), dtype=np.float32)
-        draft = np.empty_like(target)
-        for row, context in enumerate(contexts):
-            rng = np.random.default_rng([self.seed, *(int(t) + 1 for t in context[-2:])])
-            z, w = rng.standard_normal((2, self.vocab_size))
-            target[row] = self.scale * z
-            draft[row] = self.scale * (self.rho * z + math.sqrt(1 - self.rho**2) * w)
-        return target, draft
 
 
 class RandomPair:

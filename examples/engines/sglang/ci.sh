@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SGLang's CI stage: SGLang 0.5.23's released rejection-sampling chain verifier
+# (chain_speculative_sampling_triton, extracted from the pinned wheel) on the CPU under
+# Triton's interpreter. The standard rule and block verification must conform over 1,000
+# request-rounds each; the kernel handed the drafter's untempered probabilities
+# (--mutant untempered-draft-probs) must fail replay under both rules; and the kernel must
+# ignore SGLang's acceptance thresholds (a run at 0.9 0.8 records the same rounds as at 1 1).
+# SGLang's greedy verifier (verify_tree_greedy_triton, the path eagle_sample takes on CPU and
+# XPU for every request) must conform on greedy requests (1,000 random trees) and fail the
+# law check on sampled ones (docs/results/sglang-cpu-greedy-commit.md).
+# Run from the repository root (examples/engines/ci.sh calls it). The Triton port of the
+# tree kernel is in no release and has a stage of its own, check_triton_port.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+venv="${SGLANG_VENV:-${ENGINES_VENV:-.venv-engines-sglang}}"
+specaccept="${SPECACCEPT:-.venv/bin/specaccept}"
+work="${ENGINES_WORK:-$(mktemp -d)}/sglang"
+rounds="${SGLANG_CI_ROUNDS:-1000}"          # each rule
+short="${SGLANG_CI_SHORT_ROUNDS:-200}"      # the mutant, each rule
+mkdir -p "$work"
+t0=$(date +%s)
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet -r examples/engines/sglang/requirements.txt
+echo "sglang: environment ready in $(($(date +%s) - t0))s"
+record() { "$venv/bin/python" examples/engines/sglang/record_chain.py "$@"; }
+record_trees() { "$venv/bin/python" examples/engines/sglang/record.py "$@"; }
+
+# The first run downloads the wheel and extracts the kernel, before the others start.
+record --rounds 40 --out "$work/thresholds-1-1.jsonl" >/dev/null
+record --rounds 40 --thresholds 0.9 0.8 --out "$work/thresholds-0.9-0.8.jsonl" >/dev/null
+if ! cmp <(tail -n +2 "$work/thresholds-1-1.jsonl") <(tail -n +2 "$work/thresholds-0.9-0.8.jsonl"); then
+    echo "sglang: thresholds 0.9 0.8 changed the chain kernel's rounds" >&2
+    exit 1
+fi
+echo "sglang: thresholds (0.9, 0.8) leave every round unchanged (the chain kernel ignores them)"
+
+t1=$(date +%s)
+record --rounds "$rounds" --out "$work/standard.jsonl.gz" > "$work/standard.json" &
+standard=$!
+record --rounds "$rounds" --block --out "$work/block.jsonl.gz" > "$work/block.json" &
+block=$!
+wait "$standard"
+wait "$block"
+record --rounds "$short" --mutant untempered-draft-probs --out "$work/mutant.jsonl.gz" \
+    > "$work/mutant.json" &
+mutant=$!
+record --rounds "$short" --block --mutant untempered-draft-probs \
+    --out "$work/mutant-block.jsonl.gz" > "$work/mutant-block.json"
+wait "$mutant"
+record_trees --kernel greedy-triton --trees "$rounds" --out "$work/greedy-trees.jsonl.gz" \
+    > "$work/greedy-trees.json" 2> "$work/greedy-trees.err" &
+trees=$!
+record_trees --kernel greedy-triton --sampled --trees "$short" \
+    --out "$work/greedy-trees-sampled.jsonl.gz" > "$work/greedy-trees-sampled.json" \
+    2> "$work/greedy-trees-sampled.err"
+wait "$trees"
+echo "sglang: recorded in $(($(date +%s) - t1))s:"
+cat "$work"/standard.json "$work"/block.json "$work"/mutant.json "$work"/mutant-block.json \
+    "$work"/greedy-trees.json "$work"/greedy-trees-sampled.json
+
+t2=$(date +%s)
+for trace in standard block greedy-trees; do
+    "$specaccept" conform "$work/$trace.jsonl.gz" > "$work/$trace.report" || {
+        cat "$work/$trace.report"; echo "sglang: $trace does not conform" >&2; exit 1; }
+    grep -E "^(replay|tree-acceptance)" "$work/$trace.report" || true
+    tail -n 1 "$work/$trace.report"
+done
+expect_failure() {  # $1: trace, $2: the check that must fail
+    set +e
+    "$specaccept" conform "$work/$1.jsonl.gz" > "$work/$1.report"
+    code=$?
+    set -e
+    if [ "$code" -ne 1 ] || ! grep -q "^$2 *FAIL" "$work/$1.report"; then
+        cat "$work/$1.report"
+        echo "sglang: $1 should fail $2 (conform exit 1), got exit $code" >&2
+        exit 1
+    fi
+    grep "^$2" "$work/$1.report"
+}
+expect_failure mutant replay          # untempered draft probabilities, standard rule
+expect_failure mutant-block replay    # the same, block verification
+expect_failure greedy-trees-sampled tree-law   # argmax committed for sampled requests
+echo "sglang: checked in $(($(date +%s) - t2))s; stage took $(($(date +%s) - t0))s"

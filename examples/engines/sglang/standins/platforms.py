@@ -1,0 +1,3 @@
+"""The project's stand-in for ``sglang.srt.platforms``: no platform is resolved."""
+
+current_platform = None
