@@ -300,8 +300,8 @@ class TreeFreshState(State):
     table: list[tuple[int, int, str]] = field(default_factory=list)
     """The (round index, line, run id) of each tree round with uniforms, by ordinal."""
     first: tuple[int, float, int, int] | None = None
-    """The first re-read: its read ordinal, the value, the ordinal of its round and of the
-    round that read the value first."""
+    """Where the first re-read is (its read ordinal, the value, the ordinal of its round and
+    of the round that read the value first)."""
     max_binary: int = 0
     max_decimals: int = 0
 
