@@ -89,3 +89,15 @@ def test_bennett_with_the_span_of_a_block_round_bounds_its_kept_length() -> None
     exact = rare  # P(kept >= 4)
     assert bennett_tail(k - mean, variance, float(k)) >= exact
     assert bennett_tail(k - mean, variance, 1.0) < exact  # span 1 would understate it
+
+
+def test_three_block_rounds_that_keep_all_four_against_a_law_of_one_in_a_thousand_fail() -> None:
+    # P = 1e-9 under the claimed law; the bound must see that a kept length moves by k.
+    k, rare, rounds = 4, 0.001, 3
+    mean = k * rare
+    state = AcceptanceState(
+        positions_tested=rounds * k, blocks=rounds, block_span=k, block_tested=rounds * k,
+        kept=rounds * k, block_means=ExactSum([mean] * rounds),
+        block_variances=ExactSum([k * k * rare - mean * mean] * rounds))
+    result = state.result(1e-4)
+    assert result.verdict.value == "fail", result.detail
