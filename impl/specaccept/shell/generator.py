@@ -320,8 +320,8 @@ class SpeculativeGenerator:
         # Before any model runs: a bad rule or a bad switch in the environment is an error now.
         self.acceptance_rule = choose_rule(self.rule, self.target_config)
         self.eos_token_ids = check_eos_token_ids(self.eos_token_ids)
-        self.vocab_size = vocab_size_of(self.target)
-        draft_vocab = vocab_size_of(self.drafter)
+        self.vocab_size = vocab_size_of(self.target, "target")
+        draft_vocab = vocab_size_of(self.drafter, "drafter")
         if draft_vocab != self.vocab_size:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "
