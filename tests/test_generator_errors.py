@@ -56,10 +56,13 @@ def test_a_vocabulary_is_probed_when_a_model_declares_none() -> None:
 @pytest.mark.parametrize(
     ("settings", "pattern"),
     [
-        ({"num_draft_tokens": 0}, r"num_draft_tokens must be an int >= 1, got 0"),
-        ({"num_draft_tokens": -3}, r"num_draft_tokens must be an int >= 1, got -3"),
-        ({"num_draft_tokens": True}, r"num_draft_tokens must be an int >= 1, got True"),
-        ({"num_draft_tokens": 2.0}, r"num_draft_tokens must be an int >= 1, got 2\.0"),
+        ({"num_draft_tokens": 0}, r"num_draft_tokens must be an int in \[1, 4096\], got 0"),
+        ({"num_draft_tokens": -3}, r"num_draft_tokens must be an int in \[1, 4096\], got -3"),
+        ({"num_draft_tokens": True}, r"num_draft_tokens must be an int in \[1, 4096\], got True"),
+        ({"num_draft_tokens": 2.0}, r"num_draft_tokens must be an int in \[1, 4096\], got 2\.0"),
+        # A chain of k drafts is a tree of k nodes: bounded before a round is sized by k.
+        ({"num_draft_tokens": 4097}, r"num_draft_tokens must be an int in \[1, 4096\], got 4097"),
+        ({"num_draft_tokens": 10**11}, r"must be an int in \[1, 4096\], got 100000000000"),
         ({"rule": "bogus"}, r"rule must be one of .*got 'bogus'"),
         ({"rule": "greedy-argmax"}, r"rule must be one of .*got 'greedy-argmax'"),
     ],
