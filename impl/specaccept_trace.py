@@ -36,6 +36,7 @@ import array
 import base64
 import binascii
 import enum
+import errno
 import gzip
 import hashlib
 import importlib
@@ -53,8 +54,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import IO, Any, SupportsFloat
 
-if sys.platform != "win32":
-    import fcntl
+
+def _optional_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+_fcntl = _optional_module("fcntl")  # POSIX: flock
+_msvcrt = _optional_module("msvcrt")  # Windows: locking
+"""The lock each platform offers a writer's path; with neither, a lock file (`_PathLock`)."""
 
 __all__ = [
     "FORMAT",
@@ -808,28 +818,81 @@ def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-def _open_exclusively(path: str) -> IO[bytes]:
-    """Open `path` for writing from its start, holding an exclusive lock on it while open.
+class _PathLock:
+    """A writer's hold on its path, taken before the file is truncated and released by
+    `release` once its last byte is written (see `TraceWriter`: what each lock guarantees).
+
+    POSIX ``flock`` where `fcntl` imports; ``msvcrt.locking`` of the file's first byte on
+    Windows; elsewhere, or on a file system that refuses ``flock``, the exclusive creation
+    of ``<path>.lock``, removed on release. A pipe or a device is not locked by a lock file
+    (its name is no file of its own to guard).
+    """
+
+    def __init__(self, path: str, raw: IO[bytes]) -> None:
+        self.path, self._raw = path, raw
+        self.lock_file: str | None = None
+        self._msvcrt = False
+        if _fcntl is not None:
+            try:
+                _fcntl.flock(raw.fileno(), _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+                return
+            except OSError as error:
+                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise self._held() from None
+                # ENOLCK, EOPNOTSUPP: a file system without flock; the lock file below.
+        elif _msvcrt is not None:
+            raw.seek(0)
+            try:
+                _msvcrt.locking(raw.fileno(), _msvcrt.LK_NBLCK, 1)
+            except OSError:
+                raise self._held() from None
+            self._msvcrt = True
+            return
+        if stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+            lock_file = path + ".lock"
+            try:
+                os.close(os.open(lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            except FileExistsError:
+                raise self._held(
+                    f"; {lock_file!r} exists: if no writer is running, one stopped without "
+                    "closing and left it, and removing it frees the path") from None
+            self.lock_file = lock_file
+
+    def _held(self, why: str = "") -> TraceWriteError:
+        return TraceWriteError(
+            f"destination {self.path!r} is held by another TraceWriter (in this process or "
+            "another): two writers on one path would lose each other's lines; give each "
+            f"writer its own path, or one writer several runs{why}")
+
+    def release(self) -> None:
+        """Let the next writer in; ``flock`` is released when the file closes."""
+        if self._msvcrt and _msvcrt is not None:
+            self._raw.seek(0)
+            _msvcrt.locking(self._raw.fileno(), _msvcrt.LK_UNLCK, 1)
+            self._msvcrt = False
+        if self.lock_file is not None:
+            os.unlink(self.lock_file)
+            self.lock_file = None
+
+
+def _open_exclusively(path: str) -> tuple[IO[bytes], _PathLock]:
+    """Open `path` for writing from its start, holding it (`_PathLock`) until released.
 
     Two writers on one path would interleave or overwrite each other's lines and leave a
     file that reads as complete; the second one is refused instead. The file is truncated
     only once the lock is held, so a refused writer leaves the first one's lines as they
-    are. The lock is advisory (POSIX ``flock``), where the platform has one.
+    are.
     """
     raw = open(path, "ab")  # noqa: SIM115 - appending does not truncate before the lock
-    if sys.platform != "win32":
-        try:
-            fcntl.flock(raw.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raw.close()
-            raise TraceWriteError(
-                f"destination {path!r} is held by another TraceWriter (in this process or "
-                "another): two writers on one path would lose each other's lines; give each "
-                "writer its own path, or one writer several runs") from None
+    try:
+        lock = _PathLock(path, raw)
+    except BaseException:
+        raw.close()
+        raise
     if stat.S_ISREG(os.fstat(raw.fileno()).st_mode):  # a pipe or a device: nothing to cut
         raw.seek(0)
         raw.truncate()
-    return raw
+    return raw, lock
 
 
 class TraceWriter:
@@ -838,7 +901,20 @@ class TraceWriter:
     Args:
         destination: a path (``.gz``: written through gzip) or an open text stream. A
             path is locked while this writer holds it: a second writer on it (in any
-            process) raises `TraceWriteError` and leaves its lines as they are.
+            process) raises `TraceWriteError` and leaves its lines as they are. What the
+            lock guarantees depends on the platform. POSIX (``fcntl.flock``): another
+            TraceWriter on the same host is refused, and the lock goes when the file
+            closes, even when the process dies; it is advisory, so a program that writes
+            without taking it (a shell's ``>``, an editor) is not stopped, and on a network
+            file system it holds only as far as that file system carries ``flock`` (where
+            it refuses ``flock``, the lock file below is used). Windows
+            (``msvcrt.locking`` of the file's first byte): another TraceWriter is refused,
+            and another program cannot write that byte, but can write the rest. Neither
+            module: ``<path>.lock`` is created exclusively and removed by `close`; another
+            TraceWriter is refused, nothing else is, and a writer that dies before `close`
+            leaves the lock file behind, so the next writer is refused (its error names the
+            file) until it is removed. A pipe or a device is not locked that way. A stream
+            is never locked: its opener owns it.
         vocab_size: V, for every run.
         version: 2 (any number of runs) or 1 (one run: the version the reader reads).
         engine: free text naming the engine and its version.
@@ -902,13 +978,16 @@ class TraceWriter:
         self._batch_slots: set[tuple[int, int]] = set()
         self._owned: IO[str] | None = None
         self._raw: IO[bytes] | None = None
+        self._lock: _PathLock | None = None
+        self._gzipped = False
         if isinstance(destination, str | os.PathLike):
             path = os.fspath(destination)
-            raw = _open_exclusively(path)
+            raw, self._lock = _open_exclusively(path)
             # Held open across calls and closed by close(), so no `with`.
             if path.endswith(".gz"):
                 gzipped = gzip.GzipFile(fileobj=raw, mode="wb")
                 self._owned = io.TextIOWrapper(gzipped, encoding="utf-8", newline="\n")
+                self._gzipped = True
             else:
                 self._owned = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
             self._raw = raw
@@ -986,12 +1065,28 @@ class TraceWriter:
         """Write the header if nothing was written yet, and close a file this writer opened."""
         if not self._header_written:
             self._write_line(self._header)
-        if self._owned is not None:
-            self._owned.close()
-            self._owned = None
-        if self._raw is not None:  # a GzipFile leaves the file it wrote through open
-            self._raw.close()  # and closing it releases the lock
-            self._raw = None
+        try:
+            if self._owned is not None:
+                # Every byte out before the lock goes: through gzip, its trailer too (a
+                # GzipFile leaves the file it wrote through open).
+                if self._gzipped:
+                    self._owned.close()
+                else:
+                    self._owned.flush()
+            if self._raw is not None and not self._raw.closed:
+                self._raw.flush()
+        finally:
+            lock, self._lock = self._lock, None
+            try:
+                if lock is not None:
+                    lock.release()
+            finally:
+                if self._owned is not None:
+                    self._owned.close()
+                    self._owned = None
+                if self._raw is not None:  # closing it releases a flock
+                    self._raw.close()
+                    self._raw = None
 
     def __enter__(self) -> TraceWriter:
         return self

@@ -125,6 +125,9 @@ def _cases(root: Path) -> dict[str, Case]:
         "negative-tokens": (["generate", "-n", "-1"], "must be >= 0"),
         "text-temperature": (["generate", "--temp", "warm"], "--temp"),
         "zero-draft-tokens": (["generate", "--num-draft-tokens", "0"], "must be >= 1"),
+        # Unbounded, bench sized a list by it: MemoryError traceback.
+        "huge-draft-tokens": (["bench", "--num-draft-tokens", "100000000000"],
+                              "--num-draft-tokens: must be at most 4096, got 100000000000"),
     }
     for name, (argv, message) in flags.items():
         cases[name] = Case(argv, 2, message)

@@ -49,7 +49,8 @@ def test_generate_help_states_the_defaults_a_newcomer_asks_about() -> None:
     generate = next(p for p in ALL if p.prog == "specaccept generate")
     text = " ".join(generate.format_help().split())
     for shown in ["tokens each run generates (default: 200)", "(default: 0.7)",
-                  "k, drafts per round (default: 4)", 'the prompt (default: "ROMEO:\\n")']:
+                  "k, drafts per round, at most 4096 (default: 4)",
+                  'the prompt (default: "ROMEO:\\n")']:
         assert shown in text
     assert "for table" not in text
 

@@ -220,3 +220,54 @@ def test_the_cli_exit_status_is_the_verdict(tmp_path: Path) -> None:
     lines[1] = _edit(lines[1], lambda r: r["target"]["probs"][1].__setitem__(
         slice(None), [0.0, 0.5, 0.5, 0.0]))
     assert main(["conform", str(_write(tmp_path, lines, "bad.jsonl"))]) == 1
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n", "\n\n"])
+def test_a_cut_last_line_is_truncation_whether_or_not_a_newline_follows(
+    tmp_path: Path, ending: str
+) -> None:
+    """A cut line that still ends in a newline (an editor or `echo` adds one) is the same
+    truncation as one without: it was refused, naming a column on the line after it."""
+    lines = _valid_lines(4)
+    cut = lines[-1][:55]
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(lines[:-1]) + "\n" + cut + ending, newline="")
+    trace = read_trace(path)
+    assert len(trace.rounds) == 3
+    assert trace.truncated == (f"line 5 is an incomplete JSON record ({_json_defect(cut)}); "
+                               "the 3 rounds before it were checked")
+
+
+def _json_defect(text: str) -> str:
+    """What the reader says of a line that is not JSON: the parser's reason, then the column
+    on that line (1-based), with no newline to count."""
+    with pytest.raises(json.JSONDecodeError) as raised:
+        json.loads(text)
+    reason = raised.value.msg.removesuffix(" at")
+    assert "\n" not in text and raised.value.lineno == 1
+    return f"{reason} at column {raised.value.pos + 1}"
+
+
+def test_a_json_defect_before_the_last_line_stays_a_defect_with_its_column(
+    tmp_path: Path,
+) -> None:
+    lines = _valid_lines(4)
+    lines[3] = lines[3][:55]
+    path = _write(tmp_path, lines)
+    with pytest.raises(TraceError) as raised:
+        read_trace(path)
+    assert str(raised.value) == (f"trace line 4, field 'record': is not valid JSON: "
+                                 f"{_json_defect(lines[3])}")
+    # The newline ends the line; inside the cut string it was read as a control character.
+    assert _json_defect(lines[3]) == "Unterminated string starting at column 45"
+
+
+def test_conform_reports_a_cut_last_line_with_a_newline_as_truncated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = _valid_lines(4)
+    path = _write(tmp_path, [*lines[:-1], lines[-1][:55]])
+    status = main(["conform", str(path)])
+    out = capsys.readouterr()
+    assert "TRUNCATED" in out.out and "line 5 is an incomplete JSON record" in out.out, out
+    assert status in (0, 1)

@@ -56,10 +56,13 @@ def test_a_vocabulary_is_probed_when_a_model_declares_none() -> None:
 @pytest.mark.parametrize(
     ("settings", "pattern"),
     [
-        ({"num_draft_tokens": 0}, r"num_draft_tokens must be an int >= 1, got 0"),
-        ({"num_draft_tokens": -3}, r"num_draft_tokens must be an int >= 1, got -3"),
-        ({"num_draft_tokens": True}, r"num_draft_tokens must be an int >= 1, got True"),
-        ({"num_draft_tokens": 2.0}, r"num_draft_tokens must be an int >= 1, got 2\.0"),
+        ({"num_draft_tokens": 0}, r"num_draft_tokens must be an int in \[1, 4096\], got 0"),
+        ({"num_draft_tokens": -3}, r"num_draft_tokens must be an int in \[1, 4096\], got -3"),
+        ({"num_draft_tokens": True}, r"num_draft_tokens must be an int in \[1, 4096\], got True"),
+        ({"num_draft_tokens": 2.0}, r"num_draft_tokens must be an int in \[1, 4096\], got 2\.0"),
+        # A chain of k drafts is a tree of k nodes: bounded before a round is sized by k.
+        ({"num_draft_tokens": 4097}, r"num_draft_tokens must be an int in \[1, 4096\], got 4097"),
+        ({"num_draft_tokens": 10**11}, r"must be an int in \[1, 4096\], got 100000000000"),
         ({"rule": "bogus"}, r"rule must be one of .*got 'bogus'"),
         ({"rule": "greedy-argmax"}, r"rule must be one of .*got 'greedy-argmax'"),
     ],
@@ -282,3 +285,96 @@ def test_a_missing_model_is_named() -> None:
         SpeculativeGenerator(None, target, GREEDY)  # type: ignore[arg-type]  # the refusal
     with pytest.raises(TypeError, match=r"^target must be a model"):
         list(target_only_generate(None, PROMPT, GREEDY, 4))
+
+
+def _entry_points() -> dict[str, Any]:
+    """Each public way to start a run on a prompt: the chain and tree generators, the target
+    alone. One guard (`arguments.check_prompt`) serves them all."""
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+    target, drafter = _pair()
+    chain = SpeculativeGenerator(target, drafter, GREEDY)
+    tree = TreeSpeculativeGenerator(target, drafter, GREEDY, width=2, depth=2)
+    return {
+        "chain": lambda prompt, n: collect(chain.generate(prompt, n)),
+        "tree": lambda prompt, n: list(tree.generate(prompt, n)),
+        "target-only": lambda prompt, n: list(target_only_generate(target, prompt, GREEDY, n)),
+    }
+
+
+@pytest.mark.parametrize("entry", ["chain", "tree", "target-only"])
+@pytest.mark.parametrize(
+    ("prompt", "shown"),
+    [
+        (None, "NoneType None"),
+        ("ab", "str 'ab'"),
+        (b"ab", "bytes b'ab'"),
+        (5, "int 5"),
+        ({2: 3}, r"dict \{2: 3\}"),
+        (iter([2]), "list_iterator <list_iterator"),
+        (mx.array([2, 3]), "array array"),
+    ],
+)
+def test_a_prompt_that_is_no_sequence_of_ids_is_named(entry: str, prompt: Any, shown: str) -> None:
+    """generate(None, 5) on the chain generator raised list()'s TypeError, naming nothing."""
+    with pytest.raises(TypeError, match=rf"^prompt must be a sequence of token ids, got {shown}"):
+        _entry_points()[entry](prompt, 5)
+
+
+@pytest.mark.parametrize("entry", ["chain", "tree"])
+def test_a_long_prompt_is_shown_cut(entry: str) -> None:
+    with pytest.raises(TypeError, match=r"got str '(x){56}\.\.\.$"):
+        _entry_points()[entry]("x" * 10_000, 5)
+
+
+class _NotAModel:
+    """Callable, declares no vocabulary: probing it is all the generator can do."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.layers: list[Any] = []
+
+    def __call__(self, inputs: Any, cache: Any = None) -> Any:
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+@pytest.mark.parametrize("role", ["target", "drafter"])
+@pytest.mark.parametrize(
+    ("result", "words"),
+    [
+        (None, r"probing it raised AttributeError"),
+        (KeyError("x"), r"probing it raised KeyError"),
+        (mx.zeros((1, 6)), r"one token gave shape \[1, 6\]"),
+        (mx.zeros((1, 1, 0)), r"one token gave shape \[1, 1, 0\]"),
+    ],
+)
+def test_a_callable_that_is_no_model_is_named_by_both_generators(
+    role: str, result: Any, words: str
+) -> None:
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+    model: Any = _NotAModel(result)
+    other = SyntheticLM(VOCAB, cycle_logits(VOCAB))
+    target, drafter = (model, other) if role == "target" else (other, model)
+    with pytest.raises(TypeError, match=rf"^{role} must be an mlx-lm model.*{words}"):
+        SpeculativeGenerator(target, drafter, GREEDY)
+    if role == "target":
+        with pytest.raises(TypeError, match=rf"^target must be an mlx-lm model.*{words}"):
+            list(target_only_generate(model, PROMPT, GREEDY, 4))
+    with pytest.raises((TypeError, ValueError), match=rf"^{role} "):
+        TreeSpeculativeGenerator(target, drafter, GREEDY)
+
+
+@pytest.mark.parametrize(("step", "error"), [(0, ValueError), (-3, ValueError),
+                                             (2.0, TypeError), (None, TypeError)])
+def test_the_tree_generator_checks_its_prefill_step(step: Any, error: type[Exception]) -> None:
+    """It never did: 0 raised range()'s ValueError mid-prefill."""
+    from specaccept.shell.tree_generator import TreeSpeculativeGenerator
+
+    target, drafter = _pair()
+    tree = TreeSpeculativeGenerator(target, drafter, GREEDY, width=2, depth=2,
+                                    prefill_step_size=step)
+    with pytest.raises(error, match="prefill_step_size must be"):
+        list(tree.generate(PROMPT, 4))

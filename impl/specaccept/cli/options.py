@@ -31,6 +31,7 @@ __all__ = [
     "add_tree_arguments",
     "blas_in_use",
     "diagnostics_enabled",
+    "draft_count",
     "encode_prompt",
     "mlx_version",
     "non_negative_int",
@@ -60,6 +61,17 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def draft_count(text: str) -> int:
+    """An argparse type: k, an integer in [1, 4096] (`MAX_TREE_NODES`: a chain of k drafts is
+    a tree of k nodes), refused before anything is sized by it."""
+    from specaccept.core.tree import MAX_TREE_NODES
+
+    value = positive_int(text)
+    if value > MAX_TREE_NODES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TREE_NODES}, got {value}")
     return value
 
 
@@ -175,8 +187,8 @@ def add_run_arguments(
     )
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="the run's seed (table: seed + prompt index, bench: seed + repeat)")
-    parser.add_argument("--num-draft-tokens", type=positive_int, default=4,
-                        help="k, drafts per round")
+    parser.add_argument("--num-draft-tokens", type=draft_count, default=4,
+                        help="k, drafts per round, at most 4096")
 
 
 def sampler_config(args: argparse.Namespace, temperature: float | None = None) -> SamplerConfig:

@@ -999,10 +999,15 @@ def _parse(text: str) -> object:
     that holds them (every number must be finite; `_extra` walks the one field no check
     reads).
     """
+    # The line's terminator is not its content: parsed with it, a line cut inside a string
+    # reads as holding a control character, and a column past the end as column 1 of a
+    # line 2 that the file does not have.
+    body = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
     try:
-        return json.loads(text)
+        return json.loads(body)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{error.msg} at column {error.colno}") from None
+        # No newline is left in `body`: its position is the column on the file's line.
+        raise ValueError(f"{error.msg.removesuffix(' at')} at column {error.pos + 1}") from None
     except RecursionError:
         raise ValueError("nests arrays or objects deeper than the parser's limit") from None
     except ValueError as error:  # an integer beyond Python's digit limit
@@ -1093,19 +1098,20 @@ class TraceStream:
 
     def __iter__(self) -> Iterator[Round | TreeRound]:
         reader = self._reader
-        for number, raw, complete, last in self._lines:
+        for number, raw, _complete, last in self._lines:
             if number < self.first_line:
                 self._skip(raw, number)
                 continue
             if self.last_line is not None and number > self.last_line:
                 return
-            cut = last and not complete and self.rounds_read > 0
-            text = ""
+            # The last line with content, after a round: a writer stopped mid-line there,
+            # whether or not a newline was added after it (an editor, `echo >>`, a log
+            # shipper); anywhere else, a line that is not JSON is a defect.
+            cut = last and self.rounds_read > 0
             try:
-                text = _decode(raw, number, cut)
-                record = _parse(text)
+                record = _parse(_decode(raw, number, cut))
             except ValueError as error:
-                if cut or (last and self.rounds_read and not text.strip()):
+                if cut:
                     self.truncated = (
                         f"line {number} is an incomplete JSON record ({error}); "
                         f"the {self.rounds_read} rounds before it were checked"
@@ -1164,9 +1170,9 @@ def read_trace(path: str | Path) -> Trace:
     """Read and validate a whole trace (``.jsonl``, or ``.jsonl.gz`` compressed) into memory.
 
     For long traces, `TraceStream` reads one round at a time (what `conform` does).
-    A last line that is not a complete JSON document (a writer stopped mid-line) is
-    reported in `Trace.truncated` and the rounds before it are kept; any other defect
-    raises.
+    A last line that is not a complete JSON document (a writer stopped mid-line, with or
+    without a newline after it) is reported in `Trace.truncated` and the rounds before it
+    are kept; any other defect raises.
 
     Raises:
         TraceError: the first malformed line, naming its number and field.

@@ -33,18 +33,41 @@ class Tokenizer(Protocol):
         """The streaming detokenizer, which has ``reset``, ``add_token`` and ``last_segment``."""
 
 
-def vocab_size_of(model: Any) -> int:
-    """The vocabulary size a model declares (mlx-lm's `args.vocab_size`), else a probe."""
+def vocab_size_of(model: Any, name: str = "model") -> int:
+    """The vocabulary size a model declares (mlx-lm's `args.vocab_size`), else a probe.
+
+    Raises:
+        TypeError: `model` (called `name` in the message) declares no vocabulary size of at
+            least 1 and probing it with one token fails or returns no ``[1, 1, V]`` logits:
+            it is no model, whatever it raised.
+    """
     args = getattr(model, "args", None)
     declared = getattr(args, "vocab_size", None)
-    if isinstance(declared, int):
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared >= 1:
         return declared
-    probe = model(mx.array([[0]]), cache=None)
-    return int(probe.shape[-1])
+    try:
+        shape = tuple(model(mx.array([[0]]), cache=None).shape)
+    except Exception as error:  # whatever a non-model raises when probed
+        raise TypeError(f"{name} must be an mlx-lm model (callable as model(tokens, "
+                        f"cache=cache), returning [1, T, V] logits); probing it raised "
+                        f"{type(error).__name__}: {error}") from error
+    if len(shape) != 3 or shape[:2] != (1, 1) or not shape[2] >= 1:
+        raise TypeError(f"{name} must be an mlx-lm model returning [1, T, V] logits; one "
+                        f"token gave shape {list(shape)}")
+    return int(shape[2])
 
 
 def check_prompt(prompt: Sequence[int], vocab_size: int) -> list[int]:
-    """The prompt as a list of token ids, each in [0, vocab_size), at least one of them."""
+    """The prompt as a list of token ids, each in [0, vocab_size), at least one of them.
+
+    Raises:
+        TypeError: `prompt` is not a sequence (a str or bytes is text, not ids), or holds
+            something other than an int.
+        ValueError: it is empty, or an id lies outside [0, vocab_size).
+    """
+    if isinstance(prompt, str | bytes) or not isinstance(prompt, Sequence):
+        raise TypeError(f"prompt must be a sequence of token ids, got "
+                        f"{type(prompt).__name__} {_brief(prompt)}")
     tokens = list(prompt)
     if not tokens:
         raise ValueError("prompt must hold at least one token, got an empty prompt")
@@ -97,3 +120,9 @@ def check_run_arguments(max_tokens: int, seed: int, prefill_step_size: int) -> N
         raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
     if prefill_step_size < 1:
         raise ValueError(f"prefill_step_size must be >= 1, got {prefill_step_size}")
+
+
+def _brief(value: object) -> str:
+    """`value`'s repr, cut to 60 characters (a prompt may be a whole document)."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -33,6 +33,7 @@ from specaccept.core.sampling import (
     sample_from_distribution,
     sample_token_with_distribution,
 )
+from specaccept.core.tree import MAX_TREE_NODES
 from specaccept.shell.arguments import (
     LanguageModel,
     check_eos_token_ids,
@@ -269,7 +270,7 @@ class SpeculativeGenerator:
         target, drafter: mlx-lm models with the same vocabulary.
         target_config: the target's sampler; it defines the output law.
         draft_config: the drafter's sampler (default: the target's).
-        num_draft_tokens: k, drafts per round (>= 1).
+        num_draft_tokens: k, drafts per round, in [1, `MAX_TREE_NODES`] (4096).
         rule: "auto" chooses with `acceptance_rule` (block verification at
             temperature > 0 unless ``SPECACCEPT_BLOCK_VERIFY`` turns it into the
             stochastic rule or ``SPECACCEPT_STOCHASTIC_ACCEPT`` into sampler-match);
@@ -315,13 +316,16 @@ class SpeculativeGenerator:
                 f"draft_config must be a SamplerConfig, got {type(self.draft_config).__name__}"
             )
         k = self.num_draft_tokens
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"num_draft_tokens must be an int >= 1, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TREE_NODES:
+            # A chain of k drafts is a tree of k nodes: the trees' bound, before a round
+            # sizes its rows, (k + 1) x V, by it (k = 10**11 ended in MemoryError).
+            raise ValueError(f"num_draft_tokens must be an int in [1, {MAX_TREE_NODES}], "
+                             f"got {k!r}")
         # Before any model runs: a bad rule or a bad switch in the environment is an error now.
         self.acceptance_rule = choose_rule(self.rule, self.target_config)
         self.eos_token_ids = check_eos_token_ids(self.eos_token_ids)
-        self.vocab_size = vocab_size_of(self.target)
-        draft_vocab = vocab_size_of(self.drafter)
+        self.vocab_size = vocab_size_of(self.target, "target")
+        draft_vocab = vocab_size_of(self.drafter, "drafter")
         if draft_vocab != self.vocab_size:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "

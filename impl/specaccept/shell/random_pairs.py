@@ -28,8 +28,12 @@ import mlx.core as mx
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import effective_token_distribution
 from specaccept.shell.loading import ModelPair
+from specaccept.shell.memory import check_fits
 
-__all__ = ["RANDOM_PAIRS", "Agreement", "RandomPairPreset", "agreement", "random_pair"]
+__all__ = [
+    "RANDOM_PAIRS", "RUN_MARGIN_BYTES", "Agreement", "RandomPairPreset", "agreement",
+    "pair_bytes", "random_pair",
+]
 
 
 @dataclass(frozen=True)
@@ -164,11 +168,14 @@ def _build(fields: dict[str, Any], key: mx.array, dtype: mx.Dtype) -> Any:
 
 def _scale_self_speculative(target: Any, preset: RandomPairPreset) -> None:
     """Scale the residual branches and the head, so that the first layers predict the rest."""
+    # One tensor at a time: scaled all at once, every old weight stays alive beside its
+    # scaled copy until the last is evaluated (5.9 GB more at the 8B shapes).
     for layer in target.model.layers:
         for linear in (layer.self_attn.o_proj, layer.mlp.down_proj):
             linear.weight = linear.weight * preset.residual_scale
+            mx.eval(linear.weight)
     target.lm_head.weight = target.lm_head.weight * preset.head_scale
-    mx.eval(target.parameters())
+    mx.eval(target.lm_head.weight)
 
 
 def _first_layers_of(target: Any, fields: dict[str, Any]) -> Any:
@@ -188,17 +195,66 @@ def _first_layers_of(target: Any, fields: dict[str, Any]) -> Any:
     return drafter
 
 
-def random_pair(preset: str, *, seed: int = 0) -> ModelPair:
-    """Build the preset's target and drafter with random weights; no tokenizer, no files.
+RUN_MARGIN_BYTES = 512 * 2**20
+"""Bytes `pair_bytes` adds for running the pair: activations, KV caches, logits rows and
+the threads the runtime starts. At the presets' shapes a short run's caches and rows take
+a few MB; the rest is headroom."""
+
+
+def _parameter_shapes(fields: dict[str, Any]) -> list[tuple[int, ...]]:
+    """The shapes of an mlx-lm Llama's parameters, built lazily: nothing is allocated."""
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import llama
+
+    leaves = cast(list[tuple[str, mx.array]],
+                  tree_flatten(llama.Model(llama.ModelArgs(**fields)).parameters()))
+    return [tuple(value.shape) for _, value in leaves]
+
+
+def pair_bytes(preset: str) -> int:
+    """The bytes building and running the preset's pair takes, estimated before any of it.
+
+    The weights, parameters times the dtype's size (a self-speculative drafter shares the
+    target's and adds none); plus the largest tensor's random bits, 4 bytes an entry, which
+    `mx.random.uniform` draws before casting to the dtype (the weights are drawn one tensor
+    at a time, so only one tensor's bits are alive at once); plus `RUN_MARGIN_BYTES`.
 
     Raises:
         ValueError: `preset` is not a key of `RANDOM_PAIRS`.
     """
-    if preset not in RANDOM_PAIRS:
+    shapes = _preset(preset)
+    models = [shapes.target] if shapes.self_speculative else [shapes.target, shapes.drafter]
+    sizes = [math.prod(shape) for fields in models for shape in _parameter_shapes(fields)]
+    itemsize: int = getattr(mx, shapes.dtype).size
+    return sum(sizes) * itemsize + max(sizes) * 4 + RUN_MARGIN_BYTES
+
+
+def _preset(preset: object) -> RandomPairPreset:
+    if not isinstance(preset, str) or preset not in RANDOM_PAIRS:
         raise ValueError(
             f"random pair preset must be one of {sorted(RANDOM_PAIRS)}, got {preset!r}"
         )
-    shapes = RANDOM_PAIRS[preset]
+    return RANDOM_PAIRS[preset]
+
+
+def random_pair(preset: str, *, seed: int = 0) -> ModelPair:
+    """Build the preset's target and drafter with random weights; no tokenizer, no files.
+
+    Before any weight is drawn, the pair's `pair_bytes` is compared with what the process
+    may allocate (its address-space limit, ``ulimit -v``, and the memory the host has
+    available, `specaccept.shell.memory.available_bytes`): past either, MLX's allocator
+    would end the process by SIGSEGV, with no message.
+
+    Raises:
+        ValueError: `preset` is not a key of `RANDOM_PAIRS`, or `seed` is not an int in
+            [0, 2**64).
+        InsufficientMemoryError: a ValueError, the pair needs more bytes than are
+            available; it names the preset and both numbers.
+    """
+    shapes = _preset(preset)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+    check_fits(f"random pair {preset!r}", pair_bytes(preset))
     dtype = getattr(mx, shapes.dtype)
     target_key, drafter_key = mx.random.split(mx.random.key(seed), 2)
     target = _build(shapes.target, target_key, dtype)

@@ -54,7 +54,7 @@ def target_only_generate(
         raise TypeError(f"config must be a SamplerConfig, got {type(config).__name__}")
     eos_token_ids = check_eos_token_ids(eos_token_ids)
     check_run_arguments(max_tokens, seed, prefill_step_size)
-    vocab_size = vocab_size_of(target)
+    vocab_size = vocab_size_of(target, "target")
     tokens = check_prompt(prompt, vocab_size)
     cache = make_cache(target, "target")
     prefill(target, cache, tokens, prefill_step_size)

@@ -45,7 +45,13 @@ from specaccept.core.tree import (
     verify_tree,
     without_replacement_siblings_acceptance,
 )
-from specaccept.shell.arguments import LanguageModel, check_model, vocab_size_of
+from specaccept.shell.arguments import (
+    LanguageModel,
+    check_model,
+    check_prompt,
+    check_run_arguments,
+    vocab_size_of,
+)
 from specaccept.shell.caches import CacheInvariantError
 from specaccept.shell.guards import NonFiniteLogitsError
 from specaccept.shell.tree_attention import (
@@ -246,16 +252,6 @@ class TreeRun(Iterator[list[int]]):
         return next(self._blocks)
 
 
-def _model_vocab_size(model: Any, name: str) -> int:
-    """The model's vocabulary size; a callable that is no model is named, not a traceback."""
-    try:
-        return vocab_size_of(model)
-    except Exception as error:  # whatever a non-model raises when probed
-        raise TypeError(f"{name} must be an mlx-lm model (callable as model(tokens, "
-                        f"cache=cache), returning [1, T, V] logits); probing it raised "
-                        f"{type(error).__name__}: {error}") from error
-
-
 def _offset(cache: list[Any]) -> int:
     return int(cache[0].offset)
 
@@ -358,8 +354,8 @@ class TreeSpeculativeGenerator:
                 f"({self.width}) tokens, but draft_config is greedy (one token); use the "
                 "deterministic scheme for greedy drafts")
         self.eos_token_ids = frozenset(self.eos_token_ids)
-        self.vocab_size = _model_vocab_size(self.target, "target")
-        draft_vocab = _model_vocab_size(self.drafter, "drafter")
+        self.vocab_size = vocab_size_of(self.target, "target")
+        draft_vocab = vocab_size_of(self.drafter, "drafter")
         if draft_vocab != self.vocab_size:
             raise ValueError(
                 f"drafter vocabulary ({draft_vocab}) differs from the target's "
@@ -390,25 +386,8 @@ class TreeSpeculativeGenerator:
         """
         if observer is not None and not callable(observer):
             raise TypeError(f"observer must be callable or None, got {observer!r}")
-        for name, value in (("max_tokens", max_tokens), ("seed", seed)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-        if max_tokens < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-        if not 0 <= seed < 2**64:
-            raise ValueError(f"seed must lie in [0, 2**64), got {seed}")
-        if isinstance(prompt, str | bytes) or not isinstance(prompt, Sequence):
-            raise TypeError(f"prompt must be a sequence of token ids, got "
-                            f"{type(prompt).__name__}")
-        tokens = list(prompt)
-        if not tokens:
-            raise ValueError("prompt must hold at least one token, got an empty prompt")
-        for position, token in enumerate(tokens):
-            if isinstance(token, bool) or not isinstance(token, int):
-                raise TypeError(f"prompt[{position}] must be an int token id, got {token!r}")
-            if not 0 <= token < self.vocab_size:
-                raise ValueError(
-                    f"prompt[{position}] must lie in [0, {self.vocab_size}), got {token}")
+        check_run_arguments(max_tokens, seed, self.prefill_step_size)
+        tokens = check_prompt(prompt, self.vocab_size)
         stats = TreeStats(self.scheme, self.width, self.depth, diagnostics=self.diagnostics)
         return TreeRun(self._blocks(tokens, max_tokens, seed, stats, observer), stats)
 
