@@ -273,7 +273,10 @@ run = writer.start_run(prompt=[1])
 for i in range(int(sys.argv[2])):
     run.write_round(rule="stochastic", draft_tokens=[0], emitted=[0, 1],
                     target=st.probs_block([[0.25] * 4] * 2), draft=st.probs_block([[0.25] * 4]))
-    time.sleep(float(sys.argv[3]))
+    if i == 0 and sys.argv[3] == "hold":
+        # Holding the path: say so, and keep it until the test has tried a second writer.
+        print("holding", flush=True)
+        sys.stdin.readline()
 writer.close()
 print("wrote")
 """
@@ -286,20 +289,18 @@ def test_a_second_writer_on_a_held_path_is_refused_and_the_first_keeps_its_lines
     from pathlib import Path
 
     path = str(Path(str(tmp_path)) / f"t{suffix}")
-    first = subprocess.Popen([sys.executable, "-c", WRITER, path, "40", "0.05"],
-                             stdout=subprocess.PIPE, text=True)
+    first = subprocess.Popen([sys.executable, "-c", WRITER, path, "40", "hold"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert first.stdin is not None and first.stdout is not None
     try:
-        for _ in range(200):  # until the first writer has written a round
-            if Path(path).exists() and Path(path).stat().st_size > 200:
-                break
-            __import__("time").sleep(0.05)
-        second = subprocess.run([sys.executable, "-c", WRITER, path, "40", "0"],
+        assert first.stdout.readline().strip() == "holding"  # a round written, path held
+        second = subprocess.run([sys.executable, "-c", WRITER, path, "40", "go"],
                                 capture_output=True, text=True, timeout=HANG_SECONDS,
                                 check=False)
         assert second.stdout.startswith("refused: destination"), second.stdout + second.stderr
         assert "held by another TraceWriter" in second.stdout
     finally:
-        out, _ = first.communicate(timeout=HANG_SECONDS)
+        out, _ = first.communicate("\n", timeout=HANG_SECONDS)
     assert out.strip() == "wrote"
     assert len(read_trace(path).rounds) == 40
 
