@@ -48,7 +48,6 @@ WIDTHS = (390, 1280)
 KNOWN_TALL_PX = {
     "spec/index.html": 23_500,
     "spec/trace_format.html": 29_500,
-    "spec/porting_reference.html": 16_200,
     "results_mutation.html": 18_500,
     "results_throughput_gpu_self.html": 17_000,
 }
