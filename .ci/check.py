@@ -50,6 +50,10 @@ def main() -> None:
              "docs", "docs/_build/html")
         # The built site loads nothing from outside docs/_build/html and shows no raw TeX.
         step("site self-contained", python, ".ci/check_site.py", "docs/_build/html")
+        # Every page at 390 and 1280 px in headless Chromium (Debian's, installed here when
+        # missing): none taller than 15,000 px, no display equation cut off. Its own budget.
+        step("site layout", python, ".ci/check_layout.py", "--install", "--budget-s", "600",
+             "docs/_build/html")
         step("sphinx doctest", python, "-m", "sphinx", "-n", "-W", "--keep-going", "-b",
              "doctest", "docs", "docs/_build/doctest")
     # vLLM's and SGLang's verification kernels from their pinned wheels under Triton's

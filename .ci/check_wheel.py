@@ -50,6 +50,7 @@ def run(command: list[str], cwd: Path, *, expect: set[int] | None = None) -> tup
 def check_contents(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     wanted = ["specaccept/golden_vectors/schema.json", "specaccept/golden_vectors/schema.md",
+              "specaccept/golden_vectors/families.md",
               "specaccept/golden_vectors/verify_tokenwise.json",
               "specaccept/numpy_port/serve.py", "specaccept/numpy_port/specport.py",
               "specaccept/demo/weights/target/model.safetensors", "specaccept_command.py",

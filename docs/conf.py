@@ -40,7 +40,7 @@ extensions = [
     "math_everywhere",
     # Local: spec/vectors/ shipped in the build, and the pages' links to its files resolved.
     "vectors_in_build",
-    # Local: the CLI reference of generator.md, rendered from the argparse parser.
+    # Local: the CLI reference of cli.md, rendered from the argparse parser.
     "cli_reference",
     # Local: the API page's groups from __all__ and the home page's module table.
     "code_index",

@@ -49,7 +49,7 @@ def _edit(line: str, change: Any) -> str:
         (2, lambda r: r.pop("emitted"), "emitted", "list of token ids"),
         (3, lambda r: r.pop("target"), "target", "missing"),
         (2, lambda r: r.update(draft_tokens=[0, 9]), "draft_tokens[1]", "outside [0, 4)"),
-        # A trace holds the drafts an engine verified, never a placeholder (spec/index.md).
+        # A trace holds the drafts an engine verified, never a placeholder (spec/validation.md).
         (3, lambda r: r.update(draft_tokens=[-1, 1]), "draft_tokens[0]", "id -1 outside [0, 4)"),
         (2, lambda r: r.update(draft_tokens=[0, 2**31 - 1]), "draft_tokens[1]",
          "id 2147483647 outside [0, 4)"),

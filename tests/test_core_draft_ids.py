@@ -1,7 +1,7 @@
 """A draft id outside [0, V) in an array is no draft: defined, flagged, never read out of bounds.
 
 Serving engines pass draft ids as arrays and pad them with placeholders (-1, or ids past
-the vocabulary). spec/index.md (Validation) states the outcome: such an id is rejected
+the vocabulary). spec/validation.md states the outcome: such an id is rejected
 under every rule, the token emitted in its place is the target's own, and a round is
 verified as if it ended before its first placeholder. Each public function that reads a
 draft id is tested here with ids -1, -V, -V - 1, V, 10**6 and 2**31 - 1, in int32, int64

@@ -1,7 +1,7 @@
 """What the core returns when an array-content precondition is violated, as the spec pages say.
 
 The core cannot check array contents without evaluating, so the spec states the
-consequence of each violation instead (spec/index.md, Validation, and a note on each
+consequence of each violation instead (spec/validation.md, and a note on each
 function's page). These tests hold those sentences to the code: if the behaviour changes,
 the page is wrong and this fails.
 """

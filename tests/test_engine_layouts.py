@@ -164,7 +164,7 @@ def test_trailing_placeholders_truncate_a_block(seed: int) -> None:
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_all_nan_rows_give_in_range_ids(temperature: float) -> None:
-    """A violated precondition (spec/index.md, Validation): the reference still returns ids
+    """A violated precondition (spec/validation.md): the reference still returns ids
     in [0, V) for rows of NaN logits at V = 20,000, as the page's table states."""
     vocab = 20_000
     batch = random_engine_batch(3, [2, 1], vocab=vocab, temperature=[temperature] * 2)

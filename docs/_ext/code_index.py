@@ -5,7 +5,10 @@ every name the group exports: ``core`` and ``shell`` split `specaccept.__all__` 
 each name is imported from, ``conformance`` is `specaccept.conformance.__all__` and
 ``tracers`` is `specaccept.shell.conformance.__all__`. Within a group
 the classes come first, then the functions, then the constants, each alphabetical; a
-class is documented with its fields.
+class is documented with its fields. A group too long for one page is split over several
+with ``:kinds: class`` (or ``function data``, say), ``:names: a b`` and ``:except: a b``:
+each page documents only those members, and tests/test_code_index.py checks that the API
+pages together document every member of every group exactly once.
 
 ``{module-table}`` is the architecture table of the home page: one row per module of
 `specaccept.core`, `specaccept.conformance`, `specaccept.shell`,
@@ -19,10 +22,12 @@ exported name exactly once and that the pages use these directives.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from docutils import nodes
+from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
@@ -30,7 +35,9 @@ from sphinx.util.docutils import SphinxDirective
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "impl" / "specaccept"
 GROUPS = ("core", "shell", "conformance", "tracers")
-"""The API page's groups, in page order."""
+"""The API pages' groups, in page order."""
+KINDS = ("class", "function", "data")
+"""How a name is defined, in the order a group lists them."""
 LAYERS = (
     ("specaccept.core", "functional core"),
     ("specaccept.conformance", "conformance kit"),
@@ -87,11 +94,32 @@ def kind(name: str, module: str) -> str:
     return "data"
 
 
-def group_markdown(group: str) -> list[str]:
-    """The autodoc directives of `group`, as MyST lines (one eval-rst block)."""
-    order = {"class": 0, "function": 1, "data": 2}
-    members = sorted(group_members(group),
-                     key=lambda m: (order[kind(*m)], m[0].rsplit(".", 1)[1].lower()))
+def selected_members(group: str, kinds: tuple[str, ...] = KINDS,
+                     names: tuple[str, ...] | None = None,
+                     excluded: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """`group`'s members of `kinds`, of `names` only when given, less `excluded` (short
+    names), in page order: classes, functions, constants, each alphabetical."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"api-group kinds must be among {KINDS}, got {unknown}")
+    members = group_members(group)
+    short = {m[0].rsplit(".", 1)[1] for m in members}
+    strangers = sorted((set(names or ()) | set(excluded)) - short)
+    if strangers:
+        raise ValueError(f"api-group {group}: no member named {strangers}")
+    order = {name: place for place, name in enumerate(KINDS)}
+    chosen = [m for m in members if kind(*m) in kinds
+              and (names is None or m[0].rsplit(".", 1)[1] in names)
+              and m[0].rsplit(".", 1)[1] not in excluded]
+    return sorted(chosen, key=lambda m: (order[kind(*m)], m[0].rsplit(".", 1)[1].lower()))
+
+
+def group_markdown(group: str, kinds: tuple[str, ...] = KINDS,
+                   names: tuple[str, ...] | None = None,
+                   excluded: tuple[str, ...] = ()) -> list[str]:
+    """The autodoc directives of `group`'s members that `selected_members` picks, as MyST
+    lines (one eval-rst block)."""
+    members = selected_members(group, kinds, names, excluded)
     lines = ["```{eval-rst}"]
     for name, module in members:
         what = kind(name, module)
@@ -135,12 +163,19 @@ class _Generated(SphinxDirective):
 
 
 class ApiGroup(_Generated):
-    """``{api-group} core|shell|conformance|tracers``: autodoc of every name the group exports."""
+    """``{api-group} core|shell|conformance|tracers``: autodoc of every name the group exports
+    (of the ``:kinds:`` given, all by default)."""
 
     required_arguments = 1
+    option_spec: ClassVar[dict[str, Callable[[str], Any]]] = {
+        "kinds": directives.unchanged, "names": directives.unchanged,
+        "except": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        return self.parse(group_markdown(self.arguments[0]))
+        kinds = tuple(self.options.get("kinds", " ".join(KINDS)).split())
+        names = tuple(self.options["names"].split()) if "names" in self.options else None
+        excluded = tuple(self.options.get("except", "").split())
+        return self.parse(group_markdown(self.arguments[0], kinds, names, excluded))
 
 
 class ModuleTable(_Generated):

@@ -2,7 +2,7 @@
 
 A second implementation, written the way an engine team would write theirs: every function
 below follows its spec page (spec/<name>.md), in float32, in the operation order of
-spec/index.md ("Float32 operation order"), and rejects what spec/index.md ("Validation") says
+spec/index.md ("Float32 operation order"), and rejects what spec/validation.md says
 a port must reject, raising `ArgumentTypeError` or `ArgumentValueError` (subclasses of
 `TypeError` and `ValueError`) that carry the `argument` they name. It imports no MLX.
 
@@ -36,7 +36,7 @@ MAX_TOKEN_ID = 2**31 - 1  # ids are int32
 Array = NDArray[Any]
 
 
-# --- validation (spec/index.md, "Validation") ---------------------------------------------
+# --- validation (spec/validation.md) -----------------------------------------------------------
 
 
 class ArgumentTypeError(TypeError):
@@ -123,7 +123,7 @@ def token_id(name: str, value: object, vocab_size: int, batch_shape: tuple[int, 
 
 
 class DraftIds(NamedTuple):
-    """spec/index.md, Validation: an array id outside [0, V) is a placeholder, no draft."""
+    """spec/validation.md: an array id outside [0, V) is a placeholder, no draft."""
     clamped: Array  # int32: the id where it is a draft, else 0 (safe to gather with)
     valid: Array  # bool: 0 <= id < V
 
@@ -930,7 +930,7 @@ def verify_tree(scheme: object, parents: object, target_probs: object, draft_pro
                 sample_uniforms: object) -> TreeVerdict:
     if not isinstance(scheme, str) or scheme not in TREE_SCHEMES:
         raise ArgumentTypeError("scheme", f"scheme must be one of {TREE_SCHEMES}")
-    # An id array: an id outside [0, V) is a placeholder, no draft (spec/index.md).
+    # An id array: an id outside [0, V) is a placeholder, no draft (spec/validation.md).
     id_array = isinstance(draft_tokens, np.ndarray)
     if id_array:
         assert isinstance(draft_tokens, np.ndarray)

@@ -4,7 +4,7 @@ Each check has its own module (replay, fresh, support, acceptance, law, rewind, 
 draftlaw, history, batch) with its statistic, threshold, verdict and power, kept as a state
 with ``update`` (one round), ``merge`` (a later piece's state: the result equals that of
 one pass over the concatenation) and ``result``. ``spec/trace_format.md`` defines the trace
-and ``docs/conformance.md`` says why each check is built as it is.
+and ``docs/conformance_checks.md`` says why each check is built as it is.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ recorded uniforms; fresh counts uniforms read twice; support looks for tokens an
 rejections of probability 0 under the scheme; acceptance scores each *tested row* (a row of the
 accepted path that has children: did it accept one?) against the scheme's acceptance
 probability; law runs the randomised PIT of every emitted token against p at its row;
-rewind checks the cache offsets. ``docs/conformance.md`` ("Tree engines") says what each
-reads and where it stops.
+rewind checks the cache offsets. ``docs/conformance_trees.md`` ("Tree engines") says what
+each reads and where it stops.
 
 Each check is a streaming state, as the chain checks are (`TreeState` holds the six):
 ``update`` reads one tree round and keeps only small reductions of it (counts, exact sums,

@@ -257,7 +257,7 @@ def draw_is_robust(weights: Rational, u: Fraction) -> bool:
 
 
 def is_draft(token: int, vocab_size: int) -> bool:
-    """spec/index.md, Validation: an id outside [0, V) in an array is a placeholder."""
+    """spec/validation.md: an id outside [0, V) in an array is a placeholder."""
     return 0 <= token < vocab_size
 
 
@@ -360,7 +360,7 @@ def draw_from(weights: Sequence[float], rng: Lcg) -> int:
     return oracle_sample(rational(weights), Fraction(rng.uniform(8)))
 
 
-# --- placeholders: draft ids outside [0, V) (spec/index.md, Validation) -------------------
+# --- placeholders: draft ids outside [0, V) (spec/validation.md) -------------------
 
 # Each is a placeholder in the dtype given (None: a plain JSON array, int32). The int64 2**32
 # and the uint32 2**32 - 1 would be ids 0 and -1 if a port narrowed them to int32 first.

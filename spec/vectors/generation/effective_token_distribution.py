@@ -65,7 +65,7 @@ class DistributionCase:
     oracle_atol: float | None = None
     history_dtype: str | None = None
     """When set, `history` is passed as an array of this dtype (ids outside [0, V) allowed:
-    spec/index.md, Validation), not as a Python sequence."""
+    spec/validation.md), not as a Python sequence."""
     """How far the float64 hand values may lie from the float32 result (default: the vector's
     atol). Set for the float32 operation-order cases, whose point is a float32 rounding."""
 

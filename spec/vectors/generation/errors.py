@@ -48,7 +48,7 @@ from .uniforms import SLOT_NAMES, round_uniform_error_cases
 # --- error vectors ------------------------------------------------------------------------
 #
 # An error vector gives inputs that the reference rejects from their types, shapes, dtypes,
-# Python scalars or SamplerConfig fields alone (spec/index.md, "Validation"), and expects the
+# Python scalars or SamplerConfig fields alone (spec/validation.md), and expects the
 # error kind and the argument it names. The expectation is written by hand; the generator
 # decodes the JSON input as a replayer would, runs the family's calls, and stops unless the
 # library raises exactly that kind with a message naming that argument.
