@@ -134,7 +134,8 @@ class AcceptanceState(State):
     accepted_at_zero_ceiling: int = 0
     blocks: int = 0
     block_span: int = 0
-    """The largest k of a scored block round: a kept length moves at most k off its mean."""
+    """The largest k of a scored block round, since a kept length moves at most k off its
+    mean."""
     block_tested: int = 0
     kept: int = 0
     block_means: ExactSum = field(default_factory=ExactSum)
