@@ -69,10 +69,11 @@ CMAKE_OPTIONS = (
 
 # Planted defects, each a one-line change of the sdist's llama.py:
 # - temperature-squared: the sampler chain applies the temperature twice (draws at T^2
-#   while the trace, like the caller, says T); the law check must fail.
+#   while the trace, like the caller, says T); replay fails, and so does the law check at a
+#   single temperature (over a mix of T < 1 and T > 1 the two deviations cancel in it).
 # - reseed-each-round: the sampler is reset (its mt19937 reseeded with the run's seed) before
-#   every verification forward, so every round re-reads the uniforms of the first; the
-#   freshness check must fail.
+#   every forward of generate, so each round re-draws the run's first uniforms; the recorded
+#   uniforms (the unbroken stream) no longer give the emitted tokens and replay fails.
 MUTANTS = {
     "temperature-squared": ("sampler.add_temp(temp)", "sampler.add_temp(temp * temp)"),
     "reseed-each-round": ("            self.eval(tokens)\n",
