@@ -79,6 +79,9 @@ MUTANTS = {
     "reseed-each-round": ("            self.eval(tokens)\n",
                           "            self.eval(tokens)\n            self._sampler.reset()\n"),
 }
+CONTEXT = 512
+"""llama.cpp's context for both models (the demo models were trained on 256 tokens)."""
+PROMPT_LENGTH = 32
 TEMPERATURES = (0.7, 0.0, 1.0, 1.3)
 """Run r samples at TEMPERATURES[r % 4] (0 is llama.cpp's greedy sampler)."""
 
@@ -296,7 +299,7 @@ def record(settings: Settings) -> dict[str, Any]:
         target_gguf, drafter_gguf = convert_demo_pair(settings.gguf_dir or staging / "gguf")
         llama_cpp = load_llama_cpp(root, library_dir, staging / "py", settings.mutant)
         importlib.import_module("llama_cpp.llama_speculative")
-        n_ctx = 512
+        n_ctx = CONTEXT
         common = {"n_ctx": n_ctx, "n_batch": 512, "logits_all": True, "verbose": False,
                   "n_threads": 1, "n_threads_batch": 1}
         drafter_model = llama_cpp.Llama(model_path=str(drafter_gguf), **common)
@@ -316,7 +319,7 @@ def record(settings: Settings) -> dict[str, Any]:
                 temperature = settings.temperatures[r % len(settings.temperatures)]
                 seed = int(rng.integers(0, 2**32 - 1))
                 offset = int(rng.integers(0, len(corpus) - 64))
-                prompt = corpus[offset: offset + 32]
+                prompt = corpus[offset: offset + PROMPT_LENGTH]
                 run = trace.start_run(f"run-{r}", prompt=prompt,
                                       target_sampler={"temperature": temperature},
                                       extra={"seed": seed, "temperature": temperature})
@@ -452,6 +455,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument("--gguf-dir", type=Path, default=None,
                         help="keep the converted demo pair here (default: a temporary folder)")
     args = parser.parse_args(argv)
+    if args.drafts > 64:
+        parser.error(f"--drafts must be at most 64, got {args.drafts}")
+    if args.tokens_per_run + args.drafts > CONTEXT - PROMPT_LENGTH - 2:
+        parser.error(f"--tokens-per-run plus --drafts must be at most "
+                     f"{CONTEXT - PROMPT_LENGTH - 2} (the context of {CONTEXT} less the "
+                     f"prompt), got {args.tokens_per_run} + {args.drafts}")
     temperatures: list[float] = []
     for text in args.temperatures.split(","):
         try:
@@ -472,7 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     try:
         stats = record(settings)
-    except (RecorderError, OSError, subprocess.CalledProcessError) as error:
+    except (RecorderError, OSError, ValueError, subprocess.CalledProcessError) as error:
+        # ValueError: the trace writer's TraceWriteError (an --out that exists, say)
         print(f"record.py: {error}", file=sys.stderr)
         return 2
     print(json.dumps(stats))
