@@ -233,6 +233,7 @@ class Settings:
     download: bool
     jobs: int
     gguf_dir: Path | None
+    drafter: str = "model"
 
 
 @dataclass
@@ -250,39 +251,49 @@ class StopRun(Exception):
     """Raised from the drafter to end a `generate` call at a round boundary."""
 
 
-def greedy_drafter(llama_cpp: Any, model: Any, drafts: int) -> Any:
-    """A ``LlamaDraftModel`` that drafts `drafts` tokens greedily with llama.cpp's `model`."""
+def greedy_proposer(model: Any, drafts: int) -> Any:
+    """Drafts `drafts` tokens, each the argmax of llama.cpp's `model` (the demo drafter)."""
+
+    def propose(input_ids: Any) -> Any:
+        history = [int(t) for t in input_ids]
+        cached = model.input_ids[: model.n_tokens].tolist()
+        common = 0
+        for a, b in zip(cached, history, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(history) - 1)
+        model.n_tokens = common
+        model.eval(history[common:])
+        out: list[int] = []
+        for j in range(drafts):
+            token = int(np.argmax(model.scores[model.n_tokens - 1]))
+            out.append(token)
+            if j + 1 < drafts:
+                model.eval([token])
+        return np.array(out, dtype=np.intc)
+
+    return propose
+
+
+def watched_drafter(llama_cpp: Any, propose: Any) -> Any:
+    """A ``LlamaDraftModel`` that drafts with `propose` and reports each call and its drafts."""
     base = llama_cpp.llama_speculative.LlamaDraftModel
 
-    class GreedyDrafter(base):  # type: ignore[misc, valid-type]
+    class WatchedDrafter(base):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
             self.on_call: Any = None
             self.on_drafts: Any = None
 
         def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
-            history = [int(t) for t in input_ids]
             if self.on_call is not None:
-                self.on_call(history)
-            cached = model.input_ids[: model.n_tokens].tolist()
-            common = 0
-            for a, b in zip(cached, history, strict=False):
-                if a != b:
-                    break
-                common += 1
-            common = min(common, len(history) - 1)
-            model.n_tokens = common
-            model.eval(history[common:])
-            out: list[int] = []
-            for j in range(drafts):
-                token = int(np.argmax(model.scores[model.n_tokens - 1]))
-                out.append(token)
-                if j + 1 < drafts:
-                    model.eval([token])
+                self.on_call([int(t) for t in input_ids])
+            out = propose(input_ids)
             if self.on_drafts is not None:
-                self.on_drafts(out)
-            return np.array(out, dtype=np.intc)
+                self.on_drafts([int(t) for t in out])
+            return out
 
-    return GreedyDrafter()
+    return WatchedDrafter()
 
 
 def record(settings: Settings) -> dict[str, Any]:
@@ -302,8 +313,13 @@ def record(settings: Settings) -> dict[str, Any]:
         n_ctx = CONTEXT
         common = {"n_ctx": n_ctx, "n_batch": 512, "logits_all": True, "verbose": False,
                   "n_threads": 1, "n_threads_batch": 1}
-        drafter_model = llama_cpp.Llama(model_path=str(drafter_gguf), **common)
-        drafter = greedy_drafter(llama_cpp, drafter_model, settings.drafts)
+        if settings.drafter == "model":
+            drafter_model = llama_cpp.Llama(model_path=str(drafter_gguf), **common)
+            propose = greedy_proposer(drafter_model, settings.drafts)
+        else:  # the drafter llama-cpp-python's server configures, from the sdist
+            propose = llama_cpp.llama_speculative.LlamaPromptLookupDecoding(
+                num_pred_tokens=settings.drafts)
+        drafter = watched_drafter(llama_cpp, propose)
         target = llama_cpp.Llama(model_path=str(target_gguf), draft_model=drafter, **common)
         vocab = int(target.n_vocab())
         corpus = _corpus_ids()
@@ -311,7 +327,7 @@ def record(settings: Settings) -> dict[str, Any]:
                                  "accepted": 0, "draws": 0, "draws_reproduced": 0}
         rng = np.random.default_rng(settings.seed)
         started = time.perf_counter()
-        engine = (f"llama-cpp-python {VERSION} (Llama.generate with a draft model), "
+        engine = (f"llama-cpp-python {VERSION} (Llama.generate, {settings.drafter} drafter), "
                   f"libllama from its vendored llama.cpp, CPU")
         with st.TraceWriter(str(settings.out), vocab_size=vocab, engine=engine) as trace:
             r = 0
@@ -437,6 +453,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument("--out", type=Path, required=True, help="trace file (.gz: gzipped)")
     parser.add_argument("--drafts", type=_positive("--drafts"), default=4,
                         help="tokens the drafter proposes a round (default 4)")
+    parser.add_argument("--drafter", choices=("model", "prompt-lookup"), default="model",
+                        help="model: the demo drafter in llama.cpp, greedy (default); "
+                             "prompt-lookup: llama-cpp-python's LlamaPromptLookupDecoding, "
+                             "the drafter its server sets up")
     parser.add_argument("--tokens-per-run", type=_positive("--tokens-per-run"), default=200,
                         help="tokens a run generates before the next starts (default 200)")
     parser.add_argument("--temperatures", default=",".join(map(str, TEMPERATURES)),
@@ -473,7 +493,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         temperatures.append(value)
     return Settings(args.rounds, args.out, args.drafts, args.tokens_per_run,
                     tuple(temperatures), args.seed, args.mutant, args.cache,
-                    not args.no_download, args.jobs, args.gguf_dir)
+                    not args.no_download, args.jobs, args.gguf_dir, args.drafter)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
