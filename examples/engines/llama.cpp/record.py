@@ -6,14 +6,15 @@ the drafts, draws each position with its llama.cpp sampler chain, and keeps a dr
 equals the draw. This recorder runs that code, unchanged, from the pinned PyPI sdist: the
 Python package ``llama_cpp`` (its ``Llama.generate`` loop and ctypes bindings) over the
 ``libllama`` built from the llama.cpp the sdist vendors. Both models of the demo pair are
-converted to GGUF (``to_gguf.py``) and run by llama.cpp, the drafter proposing greedily.
+converted to GGUF (``to_gguf.py``) and run by llama.cpp, the drafter proposing greedily (or,
+with ``--drafter prompt-lookup``, the sdist's ``LlamaPromptLookupDecoding`` drafting).
 
 Each run is a ``generate`` call with its own seed and temperature; each round is one
 verification: the drafts, what ``generate`` yielded, the target rows llama.cpp computed
 (``Llama.scores``, the logits the sampler read) and, for a sampled run, the uniforms of
 llama.cpp's ``dist`` sampler (std::mt19937 seeded with the run's seed, one
-``uniform_real_distribution<double>`` per draw), recomputed here and checked against every
-draw before they are written.
+``uniform_real_distribution<double>`` per draw), recomputed here; every one is written, the
+summary counts those that give the emitted token again, and conform's replay judges them.
 
 Usage (from the repository root)::
 
@@ -64,8 +65,8 @@ CMAKE_OPTIONS = (
     "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_SERVER=OFF",
     "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON",
 )
-"""CPU only, tuned to this CPU; the examples configured (``llama-speculative-simple`` and
-``llama-speculative`` build from the same folder) but only the ``llama`` target built."""
+"""CPU only, tuned to this CPU; the examples are configured (their targets exist in the same
+build folder) but only the ``llama`` target is built."""
 
 # Planted defects, each a one-line change of the sdist's llama.py:
 # - temperature-squared: the sampler chain applies the temperature twice (draws at T^2
