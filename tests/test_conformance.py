@@ -150,7 +150,8 @@ def test_block_verification_is_checked_against_its_own_closed_form(
     assert "block rounds kept" in acceptance.statistic
     fresh = next(c for c in report.checks if c.name == "fresh")
     assert fresh.power[0].bug == "position-keyed-uniforms"
-    assert fresh.power[0].probability == 1.0, fresh.power[0].note
+    assert fresh.power[0].probability is not None and fresh.power[0].probability >= 0.99, \
+        fresh.power[0].note
     # An engine that claims block but decides token by token is lossless, yet not block.
     wrong = EngineCase("token-level-under-block", block, SamplerConfig(), 40, ("replay",))
     report = _check(run_engine(wrong, 40, pair=pair, record_uniforms=True), tmp_path)

@@ -21,10 +21,12 @@ from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
     "POWER_MODEL_VOCAB",
+    "BlockDecision",
     "Position",
     "PositionStats",
     "RoundFacts",
     "TestedStats",
+    "block_decision",
     "claimed_rule",
     "decided_positions",
     "is_full_block_round",
@@ -139,6 +141,31 @@ def verify_block_round(round_: Round, uniforms: np.ndarray | None = None) -> Any
         mx.array(round_.target_rows), mx.array(round_.draft_rows),
         mx.array(round_.draft_tokens), mx.array(u),
     )
+
+
+@dataclass(frozen=True)
+class BlockDecision:
+    """`verify_block_round` on a full block round, evaluated once for every check: on the
+    recorded uniforms (an unrecorded one read as 0) when the round records them in full
+    shape, else on zeros; the law of the kept length does not read the uniforms."""
+
+    num_accepted: int
+    next_token: int
+    accepted_length_law: np.ndarray
+    """P(tau = i | drafts), `[k + 1]` float64."""
+    on_recorded_uniforms: bool
+
+
+def block_decision(round_: Round) -> BlockDecision | None:
+    """The round's `BlockDecision`, or None when it is not a full block round with rows."""
+    if not (round_.has_rows and is_full_block_round(round_)):
+        return None
+    u = round_.uniforms
+    if u is not None and u.shape != (round_.k + 1, 2):
+        u = None
+    verdict = verify_block_round(round_, None if u is None else np.nan_to_num(u, nan=0.0))
+    return BlockDecision(int(np.array(verdict.num_accepted)), int(np.array(verdict.next_token)),
+                         np.array(verdict.accepted_length_law, dtype=np.float64), u is not None)
 
 
 def prefix_weight(round_: Round, kept: int) -> float:
@@ -337,6 +364,8 @@ class RoundFacts:
     stats: RoundStats
     outcomes: PositionOutcomes = field(default_factory=dict)
     bonus: BonusLaws = field(default_factory=dict)
+    block: BlockDecision | None = None
+    """The joint decision of a full block round (`block_decision`)."""
 
 
 def round_facts(round_: Round, history: list[int], vocab_size: int) -> RoundFacts:
@@ -344,7 +373,8 @@ def round_facts(round_: Round, history: list[int], vocab_size: int) -> RoundFact
     stats = round_stats(round_) if round_.has_rows else round_.stats
     assert stats is not None, "a round without rows holds its statistics"
     positions = round_positions(round_, history, stats)
+    block = block_decision(round_)
     if not models_power(round_, vocab_size):
-        return RoundFacts(round_, positions, False, stats)
+        return RoundFacts(round_, positions, False, stats, block=block)
     outcomes, bonus = bug_models(positions)
-    return RoundFacts(round_, positions, True, stats, outcomes, bonus)
+    return RoundFacts(round_, positions, True, stats, outcomes, bonus, block)
