@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
-from specaccept.conformance.exact import ExactSum, LogSurvival, State
+from specaccept.conformance.exact import ExactSum, LogSurvival, State, merge_notes, merge_per_key
 from specaccept.conformance.positions import (
     RoundFacts,
     TestedStats,
@@ -166,13 +166,8 @@ class AcceptanceState(State):
         for name in ("claimed", "claimed_variance", "ceiling", "ceiling_variance",
                      "block_means", "block_variances"):
             getattr(self, name).merge(getattr(other, name))
-        for bug, notes in other.bug_notes.items():
-            self.bug_notes.setdefault(bug, set()).update(notes)
-        for bug, terms in other.bug_terms.items():
-            if bug in self.bug_terms:
-                self.bug_terms[bug].merge(terms)
-            else:
-                self.bug_terms[bug] = terms
+        merge_notes(self.bug_notes, other.bug_notes)
+        merge_per_key(self.bug_terms, other.bug_terms)
 
     def result(self, alpha_level: float, power_scale: float = 1.0) -> CheckResult:
         """Acceptance against the claimed rule's closed form, as one martingale z-score.

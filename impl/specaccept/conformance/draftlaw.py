@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES
-from specaccept.conformance.exact import State
+from specaccept.conformance.exact import State, merge_notes, merge_per_key
 from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf
 from specaccept.conformance.positions import RoundFacts, claimed_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
@@ -95,13 +95,8 @@ class DraftLawState(State):
         self.pit.merge(other.pit)
         self.zero += other.zero
         self.modelled = self.modelled or other.modelled
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
-        for bug, laws in other.laws.items():
-            if bug in self.laws:
-                self.laws[bug].merge(laws)
-            else:
-                self.laws[bug] = laws
+        merge_notes(self.notes, other.notes)
+        merge_per_key(self.laws, other.laws)
 
     def result(self, alpha_level: float) -> CheckResult:
         """The drafts against their recorded q rows: randomised PIT (tokens by q descending),

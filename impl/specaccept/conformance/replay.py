@@ -14,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome, correct_outcome
-from specaccept.conformance.exact import LogSurvival, State
+from specaccept.conformance.exact import LogSurvival, State, merge_notes, merge_per_key
 from specaccept.conformance.positions import (
     RoundFacts,
     claimed_rule,
@@ -236,13 +236,8 @@ class PowerProduct(State):
         self.notes.setdefault(bug, set())
 
     def merge(self, other: PowerProduct) -> None:
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
-        for bug, survival in other.survival.items():
-            if bug in self.survival:
-                self.survival[bug].merge(survival)
-            else:
-                self.survival[bug] = survival
+        merge_notes(self.notes, other.notes)
+        merge_per_key(self.survival, other.survival)
 
     def powers(self, scale: float, note: str, empty: str) -> list[Power]:
         out = []
