@@ -12,9 +12,7 @@ from specaccept.conformance.exact import ExactSum, LogSurvival, State, merge_not
 from specaccept.conformance.positions import (
     RoundFacts,
     TestedStats,
-    is_full_block_round,
     token_rule,
-    verify_block_round,
 )
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.core.acceptance import AcceptanceRule
@@ -128,9 +126,9 @@ class AcceptanceState(State):
             self.ceiling_variance.add(ceiling * (1 - ceiling))
             self.beyond_ceiling += _is_certain(ceiling) and abs(pos.accepted - ceiling) > 0.5
             self.accepted_at_zero_ceiling += ceiling <= 1e-12 and pos.accepted
-        if is_full_block_round(round_):
+        if facts.block is not None:
             # Kept length against its law given the drafts.
-            law = np.array(verify_block_round(round_).accepted_length_law, dtype=np.float64)
+            law = facts.block.accepted_length_law
             mean = float(np.dot(np.arange(law.size), law))
             variance = float(np.dot(np.arange(law.size) ** 2, law)) - mean * mean
             self.blocks += 1

@@ -65,9 +65,11 @@ class DraftLawState(State):
         sampler alone; a drafted row the target recorded no row for is given q in p's place.
         """
         round_ = facts.round
-        assert round_.draft_rows is not None, "the power model reads rounds with rows"
-        q = round_.draft_rows[i].astype(np.float64)
-        p = round_.target_rows[i].astype(np.float64) if i < round_.target_rows.shape[0] else q
+        assert facts.rows is not None, "the power model reads rounds with rows"
+        target, draft = facts.rows
+        assert draft is not None, "the drafter's law is modelled on rounds with its rows"
+        q = draft[i]
+        p = target[i] if i < target.shape[0] else q
         # Bugs that record the same q share one ordering: one sort for all of them.
         groups: list[tuple[np.ndarray, list[tuple[str, np.ndarray]]]] = []
         for bug in BUG_CLASSES:
