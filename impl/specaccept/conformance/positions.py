@@ -202,9 +202,10 @@ def _pit_lower(p: np.ndarray, key: np.ndarray, token: int) -> float:
 
 def qp_key(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The q/p order's key: q / p where p > 0, +inf where p = 0 (such tokens first)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = q / np.where(p > 0, p, 1)
-        return np.where(p > 0, ratio, np.inf)
+    # One pass: the quotient written only where p > 0, over a key of +inf.
+    key = np.full(p.shape, np.inf, dtype=np.result_type(q, p))
+    np.divide(q, p, out=key, where=p > 0)
+    return key
 
 
 WideRows = tuple[np.ndarray, np.ndarray | None]
