@@ -273,3 +273,17 @@ def test_a_version_2_field_in_a_version_1_trace_is_an_error(
     with pytest.raises(TraceError) as raised:
         read_trace(path)
     assert (raised.value.line, raised.value.field) == (2, field), str(raised.value)
+
+
+def test_rewind_power_is_claimed_once_a_run_has_a_round_after_its_first(
+    correct_runs: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    # A run's first round starts from the prompt, so an over-trimmed drafter cache shows
+    # for certain only in that run's next round, never in another run's first round.
+    lines = merged(*correct_runs)
+    opening, rounds = lines[:1 + len(correct_runs)], lines[1 + len(correct_runs):]
+    firsts = check(opening + rounds[:len(correct_runs)], tmp_path)
+    power = result(firsts, "rewind").power[0]
+    assert power.probability is None and "after its first" in power.note, power
+    seconds = check(opening + rounds[:len(correct_runs) + 1], tmp_path)
+    assert result(seconds, "rewind").power[0].probability == 1.0

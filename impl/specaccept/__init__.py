@@ -7,9 +7,9 @@ loading) is the thin imperative shell over it; `specaccept.cli` is the `specacce
 command. The public API is re-exported here.
 """
 
-import warnings
 from typing import TYPE_CHECKING
 
+from specaccept.core import validation
 from specaccept.core.acceptance import (
     AcceptanceRule,
     TokenwiseVerdict,
@@ -118,17 +118,10 @@ __all__ = [
 
 # The names these verdicts had up to 0.2, when `verify_tokenwise` returned a "BlockVerdict"
 # and `verify_blockwise` a "JointVerdict": kept, with a DeprecationWarning, for one release.
-_deprecated_names = {"BlockVerdict": "TokenwiseVerdict", "JointVerdict": "BlockwiseVerdict"}
-"""Each deprecated name, with the name that replaces it."""
-
 if TYPE_CHECKING:
     BlockVerdict = TokenwiseVerdict
     JointVerdict = BlockwiseVerdict
 else:
-
-    def __getattr__(name: str) -> object:
-        if name in _deprecated_names:
-            warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated_names[name]}",
-                          DeprecationWarning, stacklevel=2)
-            return globals()[_deprecated_names[name]]
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = validation.deprecated_names(
+        __name__, globals(),
+        {"BlockVerdict": "TokenwiseVerdict", "JointVerdict": "BlockwiseVerdict"})

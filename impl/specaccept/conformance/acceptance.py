@@ -8,13 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
-from specaccept.conformance.exact import ExactSum, LogSurvival, State
+from specaccept.conformance.exact import ExactSum, LogSurvival, State, merge_notes, merge_per_key
 from specaccept.conformance.positions import (
     RoundFacts,
     TestedStats,
-    is_full_block_round,
     token_rule,
-    verify_block_round,
 )
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.core.acceptance import AcceptanceRule
@@ -162,9 +160,9 @@ class AcceptanceState(State):
             self.ceiling_variance.add(ceiling * (1 - ceiling))
             self.beyond_ceiling += _is_certain(ceiling) and abs(pos.accepted - ceiling) > 0.5
             self.accepted_at_zero_ceiling += ceiling <= 1e-12 and pos.accepted
-        if is_full_block_round(round_):
+        if facts.block is not None:
             # Kept length against its law given the drafts.
-            law = np.array(verify_block_round(round_).accepted_length_law, dtype=np.float64)
+            law = facts.block.accepted_length_law
             mean = float(np.dot(np.arange(law.size), law))
             variance = float(np.dot(np.arange(law.size) ** 2, law)) - mean * mean
             self.blocks += 1
@@ -202,13 +200,8 @@ class AcceptanceState(State):
         for name in ("claimed", "claimed_variance", "ceiling", "ceiling_variance",
                      "block_means", "block_variances"):
             getattr(self, name).merge(getattr(other, name))
-        for bug, notes in other.bug_notes.items():
-            self.bug_notes.setdefault(bug, set()).update(notes)
-        for bug, terms in other.bug_terms.items():
-            if bug in self.bug_terms:
-                self.bug_terms[bug].merge(terms)
-            else:
-                self.bug_terms[bug] = terms
+        merge_notes(self.bug_notes, other.bug_notes)
+        merge_per_key(self.bug_terms, other.bug_terms)
 
     def result(self, alpha_level: float, power_scale: float = 1.0) -> CheckResult:
         """Acceptance against the claimed rule's closed form, as one martingale z-score.

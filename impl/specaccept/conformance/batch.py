@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from specaccept.conformance.acceptance import AcceptanceState
 from specaccept.conformance.bugs import SHARED_BATCH_COIN
-from specaccept.conformance.exact import State
+from specaccept.conformance.exact import State, merge_per_key
 from specaccept.conformance.fresh import coincidence_threshold, read_uniforms, uniform_spacing
 from specaccept.conformance.law import LawState
 from specaccept.conformance.positions import Position, RoundFacts, claimed_rule, read_cells
@@ -162,10 +162,8 @@ class BatchState(State):
                                         f"{slots[entry.slot]} and by line {entry.line}: one row "
                                         "of a batch verifies one round")
             mine += entries
-        for run_id, state in other.acceptance.items():
-            self.acceptance.setdefault(run_id, AcceptanceState()).merge(state)
-        for run_id, law in other.law.items():
-            self.law.setdefault(run_id, LawState()).merge(law)
+        merge_per_key(self.acceptance, other.acceptance)
+        merge_per_key(self.law, other.law)
 
     def result(self, alpha_level: float) -> CheckResult:
         """The batched rounds: no uniform shared within a step, no coin shared within a step,

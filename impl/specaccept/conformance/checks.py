@@ -95,7 +95,8 @@ class TraceChecker(State):
         self.tokens += len(facts.positions)
         self.positions_tested += sum(1 for pos in facts.positions if pos.tested)
         self.replay.update(facts)
-        self.fresh.update(round_)
+        self.fresh.update(round_, None if facts.block is None
+                          else facts.block.accepted_length_law)
         self.support.update(facts)
         self.acceptance.update(facts)
         self.law.update(facts)

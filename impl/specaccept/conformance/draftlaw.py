@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES
-from specaccept.conformance.exact import State
+from specaccept.conformance.exact import State, merge_notes, merge_per_key
 from specaccept.conformance.law import BinLaws, PitCounts, law_bins, pit_cdf
 from specaccept.conformance.positions import RoundFacts, claimed_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
@@ -65,9 +65,11 @@ class DraftLawState(State):
         sampler alone; a drafted row the target recorded no row for is given q in p's place.
         """
         round_ = facts.round
-        assert round_.draft_rows is not None, "the power model reads rounds with rows"
-        q = round_.draft_rows[i].astype(np.float64)
-        p = round_.target_rows[i].astype(np.float64) if i < round_.target_rows.shape[0] else q
+        assert facts.rows is not None, "the power model reads rounds with rows"
+        target, draft = facts.rows
+        assert draft is not None, "the drafter's law is modelled on rounds with its rows"
+        q = draft[i]
+        p = target[i] if i < target.shape[0] else q
         # Bugs that record the same q share one ordering: one sort for all of them.
         groups: list[tuple[np.ndarray, list[tuple[str, np.ndarray]]]] = []
         for bug in BUG_CLASSES:
@@ -95,13 +97,8 @@ class DraftLawState(State):
         self.pit.merge(other.pit)
         self.zero += other.zero
         self.modelled = self.modelled or other.modelled
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
-        for bug, laws in other.laws.items():
-            if bug in self.laws:
-                self.laws[bug].merge(laws)
-            else:
-                self.laws[bug] = laws
+        merge_notes(self.notes, other.notes)
+        merge_per_key(self.laws, other.laws)
 
     def result(self, alpha_level: float) -> CheckResult:
         """The drafts against their recorded q rows: randomised PIT (tokens by q descending),

@@ -10,12 +10,12 @@ value is the exact sum rounded once, whatever the order the terms arrived in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import Hashable, Iterable
+from typing import Any, Protocol, Self, TypeVar, cast
 
 import numpy as np
 
-__all__ = ["ExactSum", "from_json_value", "to_json_value"]
+__all__ = ["ExactSum", "from_json_value", "merge_notes", "merge_per_key", "to_json_value"]
 
 
 class ExactSum:
@@ -189,3 +189,27 @@ class LogSurvival:
         out.logs = from_json_value(data["logs"], states)
         out.certain = int(data["certain"])
         return out
+
+
+class _Mergeable(Protocol):
+    def merge(self, other: Self, /) -> None: ...
+
+
+_Key = TypeVar("_Key", bound=Hashable)
+_Part = TypeVar("_Part", bound=_Mergeable)
+
+
+def merge_notes(mine: dict[str, set[str]], other: dict[str, set[str]]) -> None:
+    """Add a later piece's notes, key by key (per bug: why it does not apply)."""
+    for key, notes in other.items():
+        mine.setdefault(key, set()).update(notes)
+
+
+def merge_per_key(mine: dict[_Key, _Part], other: dict[_Key, _Part]) -> None:
+    """Merge a later piece's per-key states (per bug, per run) into these: a key both pieces
+    hold merges, a key only the later one holds is taken as it is."""
+    for key, part in other.items():
+        if key in mine:
+            mine[key].merge(part)
+        else:
+            mine[key] = part

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from specaccept.conformance.bugs import POSITION_KEYED_UNIFORMS
-from specaccept.conformance.exact import State
+from specaccept.conformance.exact import ExactSum, LogSurvival, State
 from specaccept.conformance.positions import claimed_rule, read_cells
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.conformance.trace import Round
@@ -95,6 +95,10 @@ def coincidence_threshold(mean_bound: float, alpha: float) -> int:
     return high
 
 
+RoundEnd = tuple[bool, int, int, tuple[float, ...] | None]
+"""A run's last round in a piece: (block, k, kept, the law of its kept length or None)."""
+
+
 def _keyed_rereads(this: tuple[bool, int, int], after: tuple[bool, int]) -> int:
     """How many read tests a position-keyed block engine would re-read in the round after
     `this`, given (block, k, kept) of this round and (block, k) of the next round of its run.
@@ -106,6 +110,19 @@ def _keyed_rereads(this: tuple[bool, int, int], after: tuple[bool, int]) -> int:
     if not (this[0] and after[0]):
         return 0
     return max(0, min(this[1] - this[2] - 1, after[1]))
+
+
+def _keyed_terms(this: RoundEnd, after: tuple[bool, int]) -> tuple[float, float, int]:
+    """The re-reads `_keyed_rereads` counts with the kept length drawn from its law given
+    the round's drafts, as (P(some re-read), mean, the most there can be); a round without
+    that law counts none, which only lowers the power."""
+    block, k, _, law = this
+    if not (block and after[0]) or law is None:
+        return 0.0, 0.0, 0
+    counts = [_keyed_rereads((True, k, kept), after) for kept in range(len(law))]
+    some = math.fsum(chance for chance, count in zip(law, counts, strict=True) if count)
+    mean = math.fsum(chance * count for chance, count in zip(law, counts, strict=True))
+    return some, mean, max(counts)
 
 
 def _decimals(value: float) -> int:
@@ -139,24 +156,39 @@ class FreshState(State):
     max_decimals: int = 0
     block: bool = False
     keyed: int = 0
-    """Re-reads a position-keyed block engine would make, within the piece."""
-    run_ends: dict[str, tuple[tuple[bool, int], tuple[bool, int, int]]] = field(
-        default_factory=dict)
-    """The (block, k) of each run's first round in the piece and (block, k, kept) of its
-    last."""
+    """Re-reads a position-keyed block engine would make, within the piece, at the kept
+    lengths this trace shows."""
+    keyed_none: LogSurvival = field(default_factory=LogSurvival)
+    """Per pair of successive rounds of a run, the chance of no such re-read, with the kept
+    length drawn from its law (`_keyed_terms`): their product."""
+    keyed_mean: ExactSum = field(default_factory=ExactSum)
+    keyed_range: int = 0
+    """The sum over those pairs of the square of the most re-reads there can be."""
+    run_ends: dict[str, tuple[tuple[bool, int], RoundEnd]] = field(default_factory=dict)
+    """The (block, k) of each run's first round in the piece and `RoundEnd` of its last."""
 
-    def update(self, round_: Round) -> None:
-        """A chain round."""
+    def update(self, round_: Round, kept_law: np.ndarray | None = None) -> None:
+        """A chain round; `kept_law` the law of a block round's kept length given its drafts
+        (`accepted_length_law`), for the power model."""
         block = claimed_rule(round_) is AcceptanceRule.BLOCK
         self.block = self.block or block
         if round_.uniforms is None:
             return
         ends = self.run_ends.get(round_.run.id)
         if ends is not None:
-            self.keyed += _keyed_rereads(ends[1], (block, round_.k))
+            self._pair(ends[1], (block, round_.k))
         first = ends[0] if ends is not None else (block, round_.k)
-        self.run_ends[round_.run.id] = (first, (block, round_.k, round_.num_accepted))
+        law = tuple(kept_law.tolist()) if kept_law is not None else None
+        self.run_ends[round_.run.id] = (first, (block, round_.k, round_.num_accepted, law))
         self.read(read_uniforms(round_), round_.index, round_.line, round_.run.id)
+
+    def _pair(self, this: RoundEnd, after: tuple[bool, int]) -> None:
+        """Two successive rounds of a run: what a position-keyed engine would re-read."""
+        self.keyed += _keyed_rereads(this[:3], after)
+        some, mean, most = _keyed_terms(this, after)
+        self.keyed_none.add(some)
+        self.keyed_mean.add(mean)
+        self.keyed_range += most * most
 
     def read(self, values: Sequence[float], index: int, line: int, run_id: str) -> None:
         """One round's read uniforms (of a chain or a tree round: freshness holds across the
@@ -204,12 +236,15 @@ class FreshState(State):
         self.max_decimals = max(self.max_decimals, other.max_decimals)
         self.block = self.block or other.block
         self.keyed += other.keyed
+        self.keyed_none.merge(other.keyed_none)
+        self.keyed_mean.merge(other.keyed_mean)
+        self.keyed_range += other.keyed_range
         for run_id, (first, last) in other.run_ends.items():
             mine = self.run_ends.get(run_id)
             if mine is None:
                 self.run_ends[run_id] = (first, last)
                 continue
-            self.keyed += _keyed_rereads(mine[1], first)
+            self._pair(mine[1], first)
             self.run_ends[run_id] = (mine[0], last)
 
     def spacing(self) -> float:
@@ -242,11 +277,9 @@ class FreshState(State):
             first = (f"round {index} (line {line}) reads u = {value!r}, which round {e_index} "
                      f"(line {e_line}) already read: a later round must read fresh uniforms "
                      "(keyed by round, not by position)")
-        power = Power(POSITION_KEYED_UNIFORMS.id, float(self.keyed >= critical)
-                      if self.block else None,
-                      f"deterministic given the kept lengths: {self.keyed} re-read tests, "
-                      f"{critical} needed" if self.block
-                      else "position keys are harmless to the token-by-token rules")
+        power = (self._keyed_power(critical) if self.block else Power(
+            POSITION_KEYED_UNIFORMS.id, None,
+            "position keys are harmless to the token-by-token rules"))
         return CheckResult(
             name, Verdict.FAIL if self.rereads >= critical else Verdict.PASS,
             f"re-read uniforms D = {self.rereads} of {self.reads} read "
@@ -255,3 +288,26 @@ class FreshState(State):
             f"{alpha_level:g})",
             first, [power],
         )
+
+    def _keyed_power(self, critical: int) -> Power:
+        """The chance that a position-keyed block engine re-reads at least `critical` tests,
+        each run's kept lengths drawn from their laws on this trace's rows, independently.
+
+        Only successive rounds of one run can re-read (a run's first round has no round
+        before it), so a short trace of many runs holds few chances. At `critical` = 1 the
+        chance is exact: 1 minus the product of the chances of no re-read. Above it,
+        Hoeffding's bound on a sum of independent counts in [0, m_i] gives a lower bound:
+        P(S >= c) >= 1 - exp(-2 (E S - c + 1)^2 / sum m_i^2) when E S > c - 1, else 0.
+        """
+        mean = self.keyed_mean.value
+        if critical <= 1:
+            probability = 1.0 - self.keyed_none.scaled(1.0)
+            how = "exact given the kept lengths' laws"
+        else:
+            gap = mean - (critical - 1)
+            probability = (-math.expm1(-2 * gap * gap / self.keyed_range)
+                           if gap > 0 and self.keyed_range else 0.0)
+            how = "Hoeffding lower bound"
+        return Power(POSITION_KEYED_UNIFORMS.id, probability,
+                     f"{how}: {mean:.3g} re-read tests expected over successive rounds of a "
+                     f"run, {critical} needed ({self.keyed} at this trace's kept lengths)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
-from specaccept.conformance.exact import ExactSum, LogSurvival, State
+from specaccept.conformance.exact import ExactSum, LogSurvival, State, merge_notes, merge_per_key
 from specaccept.conformance.positions import RoundFacts
 from specaccept.conformance.report import CheckResult, Power, Verdict
 
@@ -143,13 +143,8 @@ class HistoryState(State):
             if shifted > (self.highs[-1][0] if self.highs else 0.0):
                 self.highs.append((shifted, index, line))
         self.log_wealth += other.log_wealth
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
-        for bug, growth in other.growth.items():
-            if bug in self.growth:
-                self.growth[bug].merge(growth)
-            else:
-                self.growth[bug] = growth
+        merge_notes(self.notes, other.notes)
+        merge_per_key(self.growth, other.growth)
 
     def result(self, alpha_level: float, power_scale: float = 1.0) -> CheckResult:
         """Ville's test of p against p_blind on the emitted tokens: fails when the betting

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome
-from specaccept.conformance.exact import State
+from specaccept.conformance.exact import State, merge_notes, merge_per_key
 from specaccept.conformance.positions import Position, RoundFacts, qp_key, token_rule
 from specaccept.conformance.report import CheckResult, Power, Verdict
 from specaccept.conformance.trace import unit_hash
@@ -239,12 +239,9 @@ class LawState(State):
     def merge(self, other: LawState) -> None:
         for ordering in ORDERINGS:
             self.pit[ordering].merge(other.pit[ordering])
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
+        merge_notes(self.notes, other.notes)
         for bug, by_ordering in other.laws.items():
-            mine = self.laws.setdefault(bug, {ordering: BinLaws() for ordering in ORDERINGS})
-            for ordering, laws in by_ordering.items():
-                mine[ordering].merge(laws)
+            merge_per_key(self.laws.setdefault(bug, {}), by_ordering)
 
     def result(self, alpha_level: float) -> CheckResult:
         """The emitted tokens against p at each position: randomised PIT, chi-square on bins."""

@@ -21,10 +21,12 @@ from specaccept.core.sampling import effective_token_distribution
 
 __all__ = [
     "POWER_MODEL_VOCAB",
+    "BlockDecision",
     "Position",
     "PositionStats",
     "RoundFacts",
     "TestedStats",
+    "block_decision",
     "claimed_rule",
     "decided_positions",
     "is_full_block_round",
@@ -141,6 +143,31 @@ def verify_block_round(round_: Round, uniforms: np.ndarray | None = None) -> Any
     )
 
 
+@dataclass(frozen=True)
+class BlockDecision:
+    """`verify_block_round` on a full block round, evaluated once for every check: on the
+    recorded uniforms (an unrecorded one read as 0) when the round records them in full
+    shape, else on zeros; the law of the kept length does not read the uniforms."""
+
+    num_accepted: int
+    next_token: int
+    accepted_length_law: np.ndarray
+    """P(tau = i | drafts), `[k + 1]` float64."""
+    on_recorded_uniforms: bool
+
+
+def block_decision(round_: Round) -> BlockDecision | None:
+    """The round's `BlockDecision`, or None when it is not a full block round with rows."""
+    if not (round_.has_rows and is_full_block_round(round_)):
+        return None
+    u = round_.uniforms
+    if u is not None and u.shape != (round_.k + 1, 2):
+        u = None
+    verdict = verify_block_round(round_, None if u is None else np.nan_to_num(u, nan=0.0))
+    return BlockDecision(int(np.array(verdict.num_accepted)), int(np.array(verdict.next_token)),
+                         np.array(verdict.accepted_length_law, dtype=np.float64), u is not None)
+
+
 def prefix_weight(round_: Round, kept: int) -> float:
     """w_kept of block verification: min(1, w * p_i(X_i) / q_i(X_i)) along the kept drafts."""
     assert round_.draft_rows is not None
@@ -175,21 +202,34 @@ def _pit_lower(p: np.ndarray, key: np.ndarray, token: int) -> float:
 
 def qp_key(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The q/p order's key: q / p where p > 0, +inf where p = 0 (such tokens first)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = q / np.where(p > 0, p, 1)
-        return np.where(p > 0, ratio, np.inf)
+    # One pass: the quotient written only where p > 0, over a key of +inf.
+    key = np.full(p.shape, np.inf, dtype=np.result_type(q, p))
+    np.divide(q, p, out=key, where=p > 0)
+    return key
 
 
-def round_stats(round_: Round) -> RoundStats:
+WideRows = tuple[np.ndarray, np.ndarray | None]
+"""A round's target and draft rows in float64 (`wide_rows`)."""
+
+
+def wide_rows(round_: Round) -> WideRows:
+    """The round's target rows and draft rows (None when not recorded) in float64, widened
+    once per round for every reader."""
+    draft = round_.draft_rows
+    return (round_.target_rows.astype(np.float64),
+            draft.astype(np.float64) if draft is not None else None)
+
+
+def round_stats(round_: Round, rows: WideRows | None = None) -> RoundStats:
     """The round's statistics (`RoundStats`) computed from its rows in float64, as a compact
-    trace's writer computes them; the float32 residual as the support check reads it."""
-    target = round_.target_rows.astype(np.float64)
-    draft = round_.draft_rows.astype(np.float64) if round_.draft_rows is not None else None
+    trace's writer computes them; the float32 residual as the support check reads it.
+    `rows` are the round's `wide_rows`, when already widened."""
+    target, draft = rows if rows is not None else wide_rows(round_)
     emitted, drafts = round_.emitted, round_.draft_tokens
     tested = min(len(emitted), round_.k) if draft is not None else 0
     by_q = token_rule(round_) is not None
     tokens = np.array(emitted, dtype=np.int64)
-    rows = np.arange(len(emitted))
+    at = np.arange(len(emitted))
     pit_p = [_pit_lower(target[n], target[n], y) for n, y in enumerate(emitted)]
     pit_qp = [_pit_lower(target[n], qp_key(target[n], draft[n]), y)
               if by_q and n < tested and draft is not None else pit_p[n]
@@ -223,7 +263,7 @@ def round_stats(round_: Round) -> RoundStats:
     else:
         q_draft, pit_q = empty, empty
     return RoundStats(
-        p_token=target[rows, tokens], pit_p=np.array(pit_p), pit_qp=np.array(pit_qp),
+        p_token=target[at, tokens], pit_p=np.array(pit_p), pit_qp=np.array(pit_qp),
         p_draft=p_draft, p_below_draft=p_below_draft, q_draft=q_draft, pit_q=pit_q,
         **compared)
 
@@ -242,20 +282,19 @@ def position_stats(stats: RoundStats, n: int) -> PositionStats:
         float(stats.p_below_draft[n]) if decided else None, tested)
 
 
-def round_positions(round_: Round, history: list[int],
-                    stats: RoundStats | None = None) -> list[Position]:
+def round_positions(round_: Round, history: list[int], stats: RoundStats | None = None,
+                    rows: WideRows | None = None) -> list[Position]:
     """The round's emitted tokens with the laws each was decided on; `history` is the run's
     prompt and emitted tokens before the round; `stats` its statistics (from its rows when
-    not given)."""
+    not given); `rows` its `wide_rows`, when already widened."""
     out: list[Position] = []
-    stats = stats if stats is not None else (round_stats(round_) if round_.has_rows
+    if round_.has_rows and rows is None:
+        rows = wide_rows(round_)
+    stats = stats if stats is not None else (round_stats(round_, rows) if round_.has_rows
                                              else round_.stats)
     assert stats is not None, "a round without rows holds its statistics"
-    rows = round_.has_rows
-    blind = _blind_rows(round_, history) if rows else None
-    target = round_.target_rows.astype(np.float64) if rows else None
-    draft = (round_.draft_rows.astype(np.float64)
-             if rows and round_.draft_rows is not None else None)
+    blind = _blind_rows(round_, history) if round_.has_rows else None
+    target, draft = rows if rows is not None else (None, None)
     for i, token in enumerate(round_.emitted):
         tested = i < round_.k
         q = draft[i] if tested and draft is not None and i < draft.shape[0] else None
@@ -337,14 +376,20 @@ class RoundFacts:
     stats: RoundStats
     outcomes: PositionOutcomes = field(default_factory=dict)
     bonus: BonusLaws = field(default_factory=dict)
+    block: BlockDecision | None = None
+    """The joint decision of a full block round (`block_decision`)."""
+    rows: WideRows | None = None
+    """The round's rows in float64 (`wide_rows`), None for a round without rows."""
 
 
 def round_facts(round_: Round, history: list[int], vocab_size: int) -> RoundFacts:
     """The round's positions, and its bug models when `models_power` selects it."""
-    stats = round_stats(round_) if round_.has_rows else round_.stats
+    rows = wide_rows(round_) if round_.has_rows else None
+    stats = round_stats(round_, rows) if rows is not None else round_.stats
     assert stats is not None, "a round without rows holds its statistics"
-    positions = round_positions(round_, history, stats)
+    positions = round_positions(round_, history, stats, rows)
+    block = block_decision(round_)
     if not models_power(round_, vocab_size):
-        return RoundFacts(round_, positions, False, stats)
+        return RoundFacts(round_, positions, False, stats, block=block, rows=rows)
     outcomes, bonus = bug_models(positions)
-    return RoundFacts(round_, positions, True, stats, outcomes, bonus)
+    return RoundFacts(round_, positions, True, stats, outcomes, bonus, block, rows)

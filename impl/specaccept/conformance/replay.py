@@ -14,8 +14,9 @@ import mlx.core as mx
 import numpy as np
 
 from specaccept.conformance.bugs import BUG_CLASSES, Outcome, correct_outcome
-from specaccept.conformance.exact import LogSurvival, State
+from specaccept.conformance.exact import LogSurvival, State, merge_notes, merge_per_key
 from specaccept.conformance.positions import (
+    BlockDecision,
     RoundFacts,
     claimed_rule,
     is_full_block_round,
@@ -192,16 +193,22 @@ def _replay_round(
     return len(spec), divergences, first, near
 
 
-def _replay_block_round(round_: Round, u: np.ndarray, accepts_only: bool) -> tuple[int, int, str]:
+def _replay_block_round(
+    round_: Round, u: np.ndarray, accepts_only: bool, decision: BlockDecision | None,
+) -> tuple[int, int, str]:
     """Block verification: the kept length and (unless `accepts_only`) the token after it,
-    against the spec's."""
-    verdict = verify_block_round(round_, u)
-    kept, token = _scalar(verdict.num_accepted), _scalar(verdict.next_token)
+    against the spec's; `decision` is the spec's on the recorded uniforms when the round's
+    facts hold it."""
+    if decision is None or not decision.on_recorded_uniforms:
+        verdict = verify_block_round(round_, u)
+        decision = BlockDecision(_scalar(verdict.num_accepted), _scalar(verdict.next_token),
+                                 np.array(verdict.accepted_length_law, dtype=np.float64), True)
+    kept, token = decision.num_accepted, decision.next_token
     engine_token = round_.emitted[round_.num_accepted]
     if kept == round_.num_accepted and (accepts_only or token == engine_token):
         return 1, 0, ""
     where = f"round {round_.index} (line {round_.line})"
-    law = np.array(verdict.accepted_length_law).tolist()
+    law = decision.accepted_length_law.tolist()
     if kept != round_.num_accepted:
         return 1, 1, (f"{where}: block verification keeps the longest passing prefix, "
                       f"tau = {kept} (P(tau = i | drafts) = {[round(x, 4) for x in law]}); "
@@ -236,13 +243,8 @@ class PowerProduct(State):
         self.notes.setdefault(bug, set())
 
     def merge(self, other: PowerProduct) -> None:
-        for bug, notes in other.notes.items():
-            self.notes.setdefault(bug, set()).update(notes)
-        for bug, survival in other.survival.items():
-            if bug in self.survival:
-                self.survival[bug].merge(survival)
-            else:
-                self.survival[bug] = survival
+        merge_notes(self.notes, other.notes)
+        merge_per_key(self.survival, other.survival)
 
     def powers(self, scale: float, note: str, empty: str) -> list[Power]:
         out = []
@@ -303,7 +305,7 @@ class ReplayState(State):
             if not is_full_block_round(round_):
                 self.skipped += 1
                 return
-            n, bad, diagnosis = _replay_block_round(round_, u, accepts_only)
+            n, bad, diagnosis = _replay_block_round(round_, u, accepts_only, facts.block)
             within = 0
         else:
             tested = min(len(round_.emitted), round_.k)

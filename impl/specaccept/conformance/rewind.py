@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specaccept.conformance.bugs import DRAFT_CACHE_OVER_TRIM
 from specaccept.conformance.exact import State
@@ -56,52 +56,66 @@ def _round_problems(round_: Round, prompt_length: int) -> list[str]:
 
 @dataclass
 class RewindState(State):
-    """The rewind check's state: rounds with offsets, rounds off the invariant, the first."""
+    """The rewind check's state: rounds with offsets, rounds off the invariant, the first,
+    and per run what the power model reads."""
 
     rounds: int = 0
     bad: int = 0
     first: str = ""
     drafter_shown: bool = False
-    """Whether a round after the first one with offsets records the drafter's cache."""
+    """Whether some run has a round after its first one with offsets that records the
+    drafter's cache as the round starts (``draft_before``)."""
+    run_first_shows: dict[str, bool] = field(default_factory=dict)
+    """Per run with offsets in the piece: whether its first such round records
+    ``draft_before`` (a later piece's first round of a run is a later round of that run)."""
 
     def update(self, round_: Round) -> None:
         if round_.cache is None or round_.run.prompt_length is None:
             return
-        shows = "draft_before" in round_.cache or "draft_after" in round_.cache
-        if self.rounds:
+        shows = "draft_before" in round_.cache
+        run_id = round_.run.id
+        if run_id in self.run_first_shows:
             self.drafter_shown = self.drafter_shown or shows
         else:
-            self.first_shows_drafter = shows
+            self.run_first_shows[run_id] = shows
         self.rounds += 1
         problems = _round_problems(round_, round_.run.prompt_length)
         if problems:
-            run = f"run {round_.run.id!r} " if round_.run.id else ""
+            run = f"run {run_id!r} " if run_id else ""
             self.bad += 1
             self.first = self.first or (f"{run}round {round_.index} (line {round_.line}): "
                                         + "; ".join(problems))
 
     def merge(self, other: RewindState) -> None:
-        # The other piece's first round is a later round once this piece has one.
-        self.drafter_shown = self.drafter_shown or other.drafter_shown or (
-            self.rounds > 0 and other.first_shows_drafter)
-        if not self.rounds:
-            self.first_shows_drafter = other.first_shows_drafter
+        self.drafter_shown = self.drafter_shown or other.drafter_shown or any(
+            shows for run_id, shows in other.run_first_shows.items()
+            if run_id in self.run_first_shows)
+        for run_id, shows in other.run_first_shows.items():
+            self.run_first_shows.setdefault(run_id, shows)
         self.rounds += other.rounds
         self.bad += other.bad
         self.first = self.first or other.first
 
-    first_shows_drafter: bool = False
-    """Whether the piece's first round with offsets records the drafter's cache."""
-
     def result(self) -> CheckResult:
-        """The rewind lemma's cache invariant every round with offsets; zero tolerance."""
+        """The rewind lemma's cache invariant every round with offsets; zero tolerance.
+
+        Power against over-trimming the drafter's cache: a run's first round starts from
+        the prompt, so only how it ends can show the bug, and it need not (all drafts kept,
+        or none, leaves an over-trimmed cache within the lemma's slack); every later round
+        of the run starts from the cache the round before left, and its ``draft_before`` plus
+        ``draft_fed`` misses the current token. So the power is 1 once some run records
+        ``draft_before`` on a round after its first, and not modelled before."""
         name, threshold = "rewind", "0 rounds off the invariant"
         if not self.rounds:
             return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
                                "the trace records no cache offsets")
-        powers = [Power(DRAFT_CACHE_OVER_TRIM.id, 1.0 if self.drafter_shown else None,
-                        "deterministic: every round after the first shows it")]
+        power = (Power(DRAFT_CACHE_OVER_TRIM.id, 1.0, "deterministic: every round after a "
+                       "run's first shows it")
+                 if self.drafter_shown else
+                 Power(DRAFT_CACHE_OVER_TRIM.id, None, "no run records the drafter's cache "
+                       "(draft_before) on a round after its first, and a run's first round "
+                       "shows the bug only by chance"))
         return CheckResult(
             name, Verdict.FAIL if self.bad else Verdict.PASS,
-            f"rounds off = {self.bad} of {self.rounds}", threshold, self.first, powers,
+            f"rounds off = {self.bad} of {self.rounds}", threshold, self.first, [power],
         )

@@ -80,7 +80,9 @@ class SupportState(State):
         return CheckResult(
             "support", Verdict.FAIL if self.violations else Verdict.PASS,
             f"violations = {self.violations} of {self.tokens} tokens", "0 violations",
-            self.first, self.power.powers(power_scale, "", ""),
+            self.first, self.power.powers(
+                power_scale, "", "no modelled position is tested, and the bug leaves the law "
+                "of every untested one at p"),
         )
 
 

@@ -69,8 +69,8 @@ def pit_bands(facts: RoundFacts) -> dict[str, Band]:
         by_q = pos.q is not None and token_rule(round_) is not None
         key = qp_key(pos.p, pos.q) if by_q and pos.q is not None else pos.p
         bands["pit_qp"].append(_band(pos.p, key, pos.emitted))
-    if round_.draft_rows is not None:
-        draft = round_.draft_rows.astype(np.float64)
+    draft = facts.rows[1] if facts.rows is not None else None
+    if draft is not None:
         for i in range(min(draft.shape[0], round_.k)):
             bands["pit_q"].append(_band(draft[i], draft[i], round_.draft_tokens[i]))
     return {key: (np.array([lo for lo, _ in pairs]), np.array([hi for _, hi in pairs]))

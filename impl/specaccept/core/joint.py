@@ -8,7 +8,6 @@ each test reads the weight the whole prefix has earned.
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
@@ -150,16 +149,8 @@ def verify_blockwise(
 
 # The names these verdicts had up to 0.2, when `verify_tokenwise` returned a "BlockVerdict"
 # and `verify_blockwise` a "JointVerdict": kept, with a DeprecationWarning, for one release.
-_deprecated_names = {"JointVerdict": "BlockwiseVerdict"}
-"""Each deprecated name, with the name that replaces it."""
-
 if TYPE_CHECKING:
     JointVerdict = BlockwiseVerdict
 else:
-
-    def __getattr__(name: str) -> object:
-        if name in _deprecated_names:
-            warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated_names[name]}",
-                          DeprecationWarning, stacklevel=2)
-            return globals()[_deprecated_names[name]]
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = validation.deprecated_names(__name__, globals(),
+                                              {"JointVerdict": "BlockwiseVerdict"})
