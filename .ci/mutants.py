@@ -1494,4 +1494,23 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=("tests/test_conformance_small_counts.py",),
         scope="bennett_tail",
     ),
+    mutant(
+        "fresh-blind-within-a-round", CONFORMANCE_FRESH,
+        "elif value in seen:", "elif False:",
+        "a uniform counted as re-read only when a later round reads it: one coin shared by "
+        "every test of a round passes",
+        vectors=False,
+        first_tests=("tests/test_conformance_fresh_within_round.py",),
+        scope="FreshState.read",
+    ),
+    mutant(
+        "fresh-merge-counts-within-round-rereads-twice", CONFORMANCE_FRESH,
+        "self.rereads += other.rereads + len(shared)",
+        "self.rereads += other.rereads + sum(other.values[v][2] for v in shared)",
+        "a value shared across a cut counted once for every read of it in the later piece's "
+        "first round, though that piece already counted all but one as re-reads",
+        vectors=False,
+        first_tests=("tests/test_conformance_fresh_within_round.py",),
+        scope="FreshState.merge",
+    ),
 )

@@ -3,7 +3,8 @@
 # (chain_speculative_sampling_triton, extracted from the pinned wheel) on the CPU under
 # Triton's interpreter. The standard rule and block verification must conform over 1,000
 # request-rounds each; the kernel handed the drafter's untempered probabilities
-# (--mutant untempered-draft-probs) must fail replay under both rules; and the kernel must
+# (--mutant untempered-draft-probs) must fail replay under both rules, one coin for every draft
+# of a block round (--mutant shared-coin) must fail fresh; and the kernel must
 # ignore SGLang's acceptance thresholds (a run at 0.9 0.8 records the same rounds as at 1 1).
 # SGLang's greedy verifier (verify_tree_greedy_triton, the path eagle_sample takes on CPU and
 # XPU for every request) must conform on greedy requests (1,000 random trees) and fail the
@@ -49,6 +50,8 @@ mutant=$!
 record --rounds "$short" --block --mutant untempered-draft-probs \
     --out "$work/mutant-block.jsonl.gz" > "$work/mutant-block.json"
 wait "$mutant"
+record --rounds "$short" --block --mutant shared-coin --out "$work/shared-coin.jsonl.gz" \
+    > "$work/shared-coin.json"
 record_trees --kernel greedy-triton --trees "$rounds" --out "$work/greedy-trees.jsonl.gz" \
     > "$work/greedy-trees.json" 2> "$work/greedy-trees.err" &
 trees=$!
@@ -81,5 +84,6 @@ expect_failure() {  # $1: trace, $2: the check that must fail
 }
 expect_failure mutant replay          # untempered draft probabilities, standard rule
 expect_failure mutant-block replay    # the same, block verification
+expect_failure shared-coin fresh      # one coin for every draft of a block round
 expect_failure greedy-trees-sampled tree-law   # argmax committed for sampled requests
 echo "sglang: checked in $(($(date +%s) - t2))s; stage took $(($(date +%s) - t0))s"

@@ -196,12 +196,20 @@ class FreshState(State):
         ordinal = len(self.table)
         self.table.append((index, line, run_id))
         self.rounds += 1
-        for value in values:
-            self.earlier_count += len(self.values)
+        seen: set[float] = set()
+        for i, value in enumerate(values):
+            # Earlier values, and the round's own earlier reads: one coin shared by a
+            # round's tests is a re-read too.
+            self.earlier_count += len(self.values) + i
             if value in self.values and self.values[value][0] < ordinal:
                 self.rereads += 1
                 if self.first is None:
                     self.first = (ordinal, value, self.values[value][0])
+            elif value in seen:
+                self.rereads += 1
+                if self.first is None:
+                    self.first = (ordinal, value, ordinal)
+            seen.add(value)
         end = self.reads + len(values)
         for value in values:
             if value not in self.values:
@@ -215,7 +223,9 @@ class FreshState(State):
     def merge(self, other: FreshState) -> None:
         """Append a later piece's state."""
         shared = [value for value in other.values if value in self.values]
-        self.rereads += other.rereads + sum(other.values[v][2] for v in shared)
+        # The piece counted all but the first read of a shared value in the round that first
+        # read it (the others re-read it within that round); one pass counts that one too.
+        self.rereads += other.rereads + len(shared)
         self.earlier_count += (other.earlier_count + other.reads * len(self.values)
                                - sum(other.reads - other.values[v][1] for v in shared))
         offset, reads = len(self.table), self.reads
@@ -276,7 +286,9 @@ class FreshState(State):
             e_index, e_line, _ = self.table[earlier]
             first = (f"round {index} (line {line}) reads u = {value!r}, which round {e_index} "
                      f"(line {e_line}) already read: a later round must read fresh uniforms "
-                     "(keyed by round, not by position)")
+                     "(keyed by round, not by position)") if earlier != ordinal else (
+                f"round {index} (line {line}) reads u = {value!r} twice: each test and draw "
+                "of a round reads a uniform of its own")
         power = (self._keyed_power(critical) if self.block else Power(
             POSITION_KEYED_UNIFORMS.id, None,
             "position keys are harmless to the token-by-token rules"))
