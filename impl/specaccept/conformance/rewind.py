@@ -66,7 +66,7 @@ class RewindState(State):
     """Whether some run has a round after its first one with offsets that records the
     drafter's cache as the round starts (``draft_before``)."""
     run_first_shows: dict[str, bool] = field(default_factory=dict)
-    """Per run with offsets in the piece: whether its first such round records
+    """Whether the first round with offsets of each run in the piece records
     ``draft_before`` (a later piece's first round of a run is a later round of that run)."""
 
     def update(self, round_: Round) -> None:
