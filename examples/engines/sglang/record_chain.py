@@ -48,6 +48,7 @@ import specaccept_trace as st  # noqa: E402
 from engines.sglang.chain_layout import chain_arrays, chain_round  # noqa: E402
 from engines.sglang.record import SGLANG, RecorderError, _wheel  # noqa: E402
 from engines.synthetic_pair import HistoryPair  # noqa: E402
+from engines.triton_backend import choose_triton_backend  # noqa: E402
 
 CHAIN_KERNEL = "sglang/kernels/ops/speculative/reject_sampling.py"
 CHAIN_KERNEL_SHA256 = "62caac17755082e2f89b1c81a743f55c81c31b7ff0485b7533c0267e72e9262c"
@@ -412,19 +413,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("record_chain.py: torch is not installed; install "
-              "examples/engines/sglang/requirements.txt", file=sys.stderr)
+    problem = choose_triton_backend("record_chain.py", "examples/engines/sglang/requirements.txt")
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
-    # Triton reads TRITON_INTERPRET when it is imported: decide before anything imports it.
-    if not torch.cuda.is_available():
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            print("record_chain.py: no GPU, and Triton was imported before the interpreter "
-                  "could be chosen; set TRITON_INTERPRET=1", file=sys.stderr)
-            return 2
-        os.environ["TRITON_INTERPRET"] = "1"
     try:
         # The kernel computes over masked lanes the GPU discards too; the interpreter's
         # NumPy warns on them.

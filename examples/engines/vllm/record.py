@@ -47,6 +47,7 @@ if __package__ in (None, ""):  # run as a script: make `engines` importable
     sys.path.insert(0, str(HERE.parents[1]))
 
 from engines.synthetic_pair import HistoryPair  # noqa: E402
+from engines.triton_backend import choose_triton_backend  # noqa: E402
 
 VLLM_VERSION = "0.34.0"
 WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -553,19 +554,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    # Triton reads TRITON_INTERPRET when it is imported: decide before anything imports it.
-    try:
-        import torch
-    except ImportError:
-        print("record.py: torch is not installed; install "
-              "examples/engines/vllm/requirements.txt", file=sys.stderr)
+    problem = choose_triton_backend("record.py", "examples/engines/vllm/requirements.txt")
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
-
-    if not torch.cuda.is_available():
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RecorderError("no GPU, and Triton was imported before the interpreter could "
-                                "be chosen; set TRITON_INTERPRET=1")
-        os.environ["TRITON_INTERPRET"] = "1"
     try:
         stats = record(settings)
     except (RecorderError, OSError) as error:
