@@ -9,7 +9,7 @@ command. The public API is re-exported here.
 
 from typing import TYPE_CHECKING
 
-from specaccept.core import validation
+from specaccept.core import deprecated_names
 from specaccept.core.acceptance import (
     AcceptanceRule,
     TokenwiseVerdict,
@@ -122,6 +122,6 @@ if TYPE_CHECKING:
     BlockVerdict = TokenwiseVerdict
     JointVerdict = BlockwiseVerdict
 else:
-    __getattr__ = validation.deprecated_names(
+    __getattr__ = deprecated_names(
         __name__, globals(),
         {"BlockVerdict": "TokenwiseVerdict", "JointVerdict": "BlockwiseVerdict"})

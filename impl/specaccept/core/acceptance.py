@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
-from specaccept.core import validation
+from specaccept.core import deprecated_names, validation
 from specaccept.core.sampler_config import SamplerConfig
 from specaccept.core.sampling import sample_from_distribution
 from specaccept.core.validation import Scalar
@@ -375,5 +375,5 @@ def verify_tokenwise(
 if TYPE_CHECKING:
     BlockVerdict = TokenwiseVerdict
 else:
-    __getattr__ = validation.deprecated_names(__name__, globals(),
+    __getattr__ = deprecated_names(__name__, globals(),
                                               {"BlockVerdict": "TokenwiseVerdict"})

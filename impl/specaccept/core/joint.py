@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
-from specaccept.core import validation
+from specaccept.core import deprecated_names, validation
 from specaccept.core.sampling import sample_from_distribution
 
 __all__ = ["BlockwiseVerdict", "verify_blockwise"]
@@ -152,5 +152,5 @@ def verify_blockwise(
 if TYPE_CHECKING:
     JointVerdict = BlockwiseVerdict
 else:
-    __getattr__ = validation.deprecated_names(__name__, globals(),
+    __getattr__ = deprecated_names(__name__, globals(),
                                               {"JointVerdict": "BlockwiseVerdict"})

@@ -8,8 +8,7 @@ stays lazy so that the caller pays one evaluation per speculative round.
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, TypeAlias
 
 import mlx.core as mx
@@ -19,24 +18,6 @@ Scalar: TypeAlias = "int | float | mx.array"
 
 TokenIds: TypeAlias = "Sequence[int] | mx.array"
 """A token history, as a Python sequence of ids or a 1-d integer array."""
-
-
-def deprecated_names(module: str, namespace: dict[str, object],
-                     renamed: dict[str, str]) -> Callable[[str], object]:
-    """A module ``__getattr__`` serving each old name in `renamed` as the name that replaces
-    it, with a DeprecationWarning naming both; any other missing name is an AttributeError.
-
-    `namespace` is the module's ``globals()``, read when a name is asked for.
-    """
-
-    def module_getattr(name: str) -> object:
-        if name in renamed:
-            warnings.warn(f"{module}.{name} is deprecated: use {renamed[name]}",
-                          DeprecationWarning, stacklevel=2)
-            return namespace[renamed[name]]
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return module_getattr
 
 
 def require_array(name: str, value: object) -> mx.array:
