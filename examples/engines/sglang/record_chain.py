@@ -45,6 +45,7 @@ sys.path.insert(0, str(HERE.parents[2] / "impl"))  # the dependency-free trace w
 import numpy as np  # noqa: E402
 
 import specaccept_trace as st  # noqa: E402
+from engines.arguments import integer_at_least  # noqa: E402
 from engines.sglang.chain_layout import chain_arrays, chain_round  # noqa: E402
 from engines.sglang.record import SGLANG, RecorderError, _wheel  # noqa: E402
 from engines.synthetic_pair import HistoryPair  # noqa: E402
@@ -322,17 +323,6 @@ def _probs_block(rows: Any) -> dict[str, Any]:
 # --- command line ---------------------------------------------------------------------
 
 
-def _integer(name: str, low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{name} must be at least {low}, got {value}")
-        return value
-    return parse
-
 
 def _temperatures(text: str) -> tuple[float, ...]:
     try:
@@ -360,7 +350,7 @@ def _threshold(text: str) -> float:
 def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=_integer("--rounds", 1), required=True,
+    parser.add_argument("--rounds", type=integer_at_least("--rounds", 1), required=True,
                         help="request-rounds to record")
     parser.add_argument("--out", type=Path, default=None, help="the trace (.gz: gzip)")
     parser.add_argument("--summary-only", action="store_true",
@@ -377,13 +367,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                         help="the requests' temperatures, comma-separated, request r at "
                              "entry r modulo their count; 0 is greedy (--verifier greedy "
                              "only) (default: " + ",".join(map(str, TEMPERATURES)) + ")")
-    parser.add_argument("--vocab", type=_integer("--vocab", 16), default=64,
+    parser.add_argument("--vocab", type=integer_at_least("--vocab", 16), default=64,
                         help="vocabulary size V (default 64; at least 16, the largest top-k)")
-    parser.add_argument("--requests", type=_integer("--requests", 1), default=8,
+    parser.add_argument("--requests", type=integer_at_least("--requests", 1), default=8,
                         help="requests verified together in each step (default 8)")
-    parser.add_argument("--drafts", type=_integer("--drafts", 1), default=4,
+    parser.add_argument("--drafts", type=integer_at_least("--drafts", 1), default=4,
                         help="drafts each request proposes, k (default 4)")
-    parser.add_argument("--seed", type=_integer("--seed", 0), default=0,
+    parser.add_argument("--seed", type=integer_at_least("--seed", 0), default=0,
                         help="seeds the pair, the drafts and the coins")
     parser.add_argument("--thresholds", type=_threshold, nargs=2, default=(1.0, 1.0),
                         metavar=("SINGLE", "ACC"),

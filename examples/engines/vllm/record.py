@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):  # run as a script: make `engines` importable
     sys.path.insert(0, str(HERE.parents[1]))
 
+from engines.arguments import integer_at_least  # noqa: E402
 from engines.synthetic_pair import HistoryPair  # noqa: E402
 from engines.triton_backend import choose_triton_backend  # noqa: E402
 
@@ -434,17 +435,6 @@ def _block(rows: Any, dtype: str) -> dict[str, Any]:
 # --- command line ---------------------------------------------------------------------
 
 
-def _positive(name: str, low: int = 1) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{name} must be at least {low}, got {value}")
-        return value
-    return parse
-
 
 def _rate(text: str) -> float:
     try:
@@ -476,7 +466,7 @@ def _list(name: str, kind: type, low: float, high: float) -> Any:
 def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=_positive("--rounds"), required=True,
+    parser.add_argument("--rounds", type=integer_at_least("--rounds", 1), required=True,
                         help="request-rounds to record (round records in the trace)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the trace to write (.gz: gzip)")
@@ -487,11 +477,11 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument("--block", action="store_true", help="block verification")
     parser.add_argument("--greedy-drafts", action="store_true",
                         help="draft by argmax (no draft logits cache: q is one-hot)")
-    parser.add_argument("--vocab", type=_positive("--vocab", 2), default=64,
+    parser.add_argument("--vocab", type=integer_at_least("--vocab", 2), default=64,
                         help="vocabulary size V (default 64)")
-    parser.add_argument("--requests", type=_positive("--requests"), default=4,
+    parser.add_argument("--requests", type=integer_at_least("--requests", 1), default=4,
                         help="requests verified together in each step (default 4)")
-    parser.add_argument("--drafts", type=_positive("--drafts"), default=4,
+    parser.add_argument("--drafts", type=integer_at_least("--drafts", 1), default=4,
                         help="draft tokens a request proposes each step, k (default 4)")
     parser.add_argument("--placeholder-rate", type=_rate, default=0.1,
                         help="share of request-rounds whose tail drafts are -1 (default 0.1)")
@@ -500,7 +490,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                              "default for V <= 4096) or 'random' (fresh rows; default above)")
     parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
                         help="how logits rows are stored in the trace (default float32)")
-    parser.add_argument("--seed", type=_positive("--seed", 0), default=0,
+    parser.add_argument("--seed", type=integer_at_least("--seed", 0), default=0,
                         help="seeds the pair, the requests' seeds and the placeholders")
     parser.add_argument("--seeds", type=_list("--seeds", int, -(2**63), 2**63 - 1),
                         default=None,
