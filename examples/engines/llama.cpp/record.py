@@ -43,6 +43,10 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # `engines`: the recorders' shared helpers
+
+from engines.arguments import integer_at_least  # noqa: E402
+
 VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
@@ -435,30 +439,20 @@ def _record_run(target: Any, drafter: Any, run: Any, prompt: list[int],
 # --- command line -------------------------------------------------------------------------
 
 
-def _positive(name: str) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be at least 1, got {value}")
-        return value
-    return parse
-
 
 def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=_positive("--rounds"), required=True,
+    parser.add_argument("--rounds", type=integer_at_least("--rounds", 1), required=True,
                         help="verification rounds to record, over as many runs as it takes")
     parser.add_argument("--out", type=Path, required=True, help="trace file (.gz: gzipped)")
-    parser.add_argument("--drafts", type=_positive("--drafts"), default=4,
+    parser.add_argument("--drafts", type=integer_at_least("--drafts", 1), default=4,
                         help="tokens the drafter proposes a round (default 4)")
     parser.add_argument("--drafter", choices=("model", "prompt-lookup"), default="model",
                         help="model: the demo drafter in llama.cpp, greedy (default); "
                              "prompt-lookup: llama-cpp-python's LlamaPromptLookupDecoding, "
                              "the drafter its server sets up")
-    parser.add_argument("--tokens-per-run", type=_positive("--tokens-per-run"), default=200,
+    parser.add_argument("--tokens-per-run", type=integer_at_least("--tokens-per-run", 1),
+                        default=200,
                         help="tokens a run generates before the next starts (default 200)")
     parser.add_argument("--temperatures", default=",".join(map(str, TEMPERATURES)),
                         help="comma-separated; run r samples at entry r mod their number "
@@ -471,7 +465,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
                              "(default ~/.cache/specaccept-engines or $SPECACCEPT_ENGINE_CACHE)")
     parser.add_argument("--no-download", action="store_true",
                         help="fail instead of downloading the sdist")
-    parser.add_argument("--jobs", type=_positive("--jobs"), default=2,
+    parser.add_argument("--jobs", type=integer_at_least("--jobs", 1), default=2,
                         help="parallel compile jobs for the one-time build (default 2)")
     parser.add_argument("--gguf-dir", type=Path, default=None,
                         help="keep the converted demo pair here (default: a temporary folder)")

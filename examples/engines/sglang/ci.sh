@@ -18,13 +18,12 @@ specaccept="${SPECACCEPT:-.venv/bin/specaccept}"
 work="${ENGINES_WORK:-$(mktemp -d)}/sglang"
 rounds="${SGLANG_CI_ROUNDS:-1000}"          # each rule
 short="${SGLANG_CI_SHORT_ROUNDS:-200}"      # the mutant, each rule
+engine=sglang
+# shellcheck source=examples/engines/stage.sh
+. examples/engines/stage.sh
 mkdir -p "$work"
 t0=$(date +%s)
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-"$venv/bin/pip" install --quiet -r examples/engines/sglang/requirements.txt
-echo "sglang: environment ready in $(($(date +%s) - t0))s"
+prepare_venv examples/engines/sglang/requirements.txt
 record() { "$venv/bin/python" examples/engines/sglang/record_chain.py "$@"; }
 record_trees() { "$venv/bin/python" examples/engines/sglang/record.py "$@"; }
 
@@ -65,23 +64,10 @@ cat "$work"/standard.json "$work"/block.json "$work"/mutant.json "$work"/mutant-
 
 t2=$(date +%s)
 for trace in standard block greedy-trees; do
-    "$specaccept" conform "$work/$trace.jsonl.gz" > "$work/$trace.report" || {
-        cat "$work/$trace.report"; echo "sglang: $trace does not conform" >&2; exit 1; }
+    expect_conforms "$trace"
     grep -E "^(replay|tree-acceptance)" "$work/$trace.report" || true
     tail -n 1 "$work/$trace.report"
 done
-expect_failure() {  # $1: trace, $2: the check that must fail
-    set +e
-    "$specaccept" conform "$work/$1.jsonl.gz" > "$work/$1.report"
-    code=$?
-    set -e
-    if [ "$code" -ne 1 ] || ! grep -q "^$2 *FAIL" "$work/$1.report"; then
-        cat "$work/$1.report"
-        echo "sglang: $1 should fail $2 (conform exit 1), got exit $code" >&2
-        exit 1
-    fi
-    grep "^$2" "$work/$1.report"
-}
 expect_failure mutant replay          # untempered draft probabilities, standard rule
 expect_failure mutant-block replay    # the same, block verification
 expect_failure shared-coin fresh      # one coin for every draft of a block round

@@ -11,13 +11,12 @@ specaccept="${SPECACCEPT:-.venv/bin/specaccept}"
 work="${ENGINES_WORK:-$(mktemp -d)}/vllm"
 rounds="${VLLM_CI_ROUNDS:-1000}"            # each rule
 short="${VLLM_CI_SHORT_ROUNDS:-300}"        # greedy drafts, and the mutant
+engine=vllm
+# shellcheck source=examples/engines/stage.sh
+. examples/engines/stage.sh
 mkdir -p "$work"
 t0=$(date +%s)
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-"$venv/bin/pip" install --quiet -r examples/engines/vllm/requirements.txt
-echo "vllm: environment ready in $(($(date +%s) - t0))s"
+prepare_venv examples/engines/vllm/requirements.txt
 record() { "$venv/bin/python" examples/engines/vllm/record.py "$@"; }
 
 # The wheel is downloaded once (the first run), before the two recorders start together.
@@ -44,18 +43,8 @@ cat "$work"/standard.json "$work"/block.json "$work"/block-greedy.json "$work"/m
 
 t2=$(date +%s)
 for trace in standard block block-greedy; do
-    "$specaccept" conform "$work/$trace.jsonl.gz" > "$work/$trace.report" || {
-        cat "$work/$trace.report"; echo "vllm: $trace does not conform" >&2; exit 1; }
+    expect_conforms "$trace"
     tail -n 1 "$work/$trace.report"
 done
-set +e
-"$specaccept" conform "$work/mutant.jsonl.gz" > "$work/mutant.report"
-code=$?
-set -e
-if [ "$code" -ne 1 ] || ! grep -q "^fresh *FAIL" "$work/mutant.report"; then
-    cat "$work/mutant.report"
-    echo "vllm: the pre-fix keying mutant was not caught by fresh (exit $code)" >&2
-    exit 1
-fi
-grep "^fresh" "$work/mutant.report"
+expect_failure mutant fresh   # block verification with the pre-fix keying
 echo "vllm: checked in $(($(date +%s) - t2))s; stage took $(($(date +%s) - t0))s"
