@@ -763,7 +763,9 @@ def compact_stats(
         out["residual"].append(float(np.maximum(target32[n] - draft32[n],
                                                 np.float32(0)).sum()))
         out["overlap"].append(float(np.minimum(p, q).sum()))
-        out["dot"].append(float(np.dot(p, q)))
+        # einsum, not np.dot: BLAS's dot splits a long row among threads, so its bits
+        # would depend on the thread count; the reader sums the same way.
+        out["dot"].append(float(np.einsum("i,i->", p, q)))
         out["q_at_argmax_p"].append(float(q[int(np.argmax(p))]))
     for i in range(min(draft.shape[0], k)):
         q, d = draft[i], draft_tokens[i]
