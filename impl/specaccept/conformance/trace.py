@@ -25,7 +25,6 @@ from typing import Any, TypeGuard
 
 import mlx.core as mx
 import numpy as np
-import pybase64
 
 from specaccept.core.acceptance import AcceptanceRule
 from specaccept.core.sampler_config import MAX_TOKEN_ID, SamplerConfig
@@ -346,6 +345,10 @@ def _b64decode(text: str) -> bytes:
     library's takes tens of milliseconds a row block at V = 128,256). pybase64 refuses some
     text the standard library takes (padding after a complete quantum), so the standard
     library decides whatever pybase64 refuses: the bytes, and what is refused, stay its."""
+    try:
+        import pybase64
+    except ImportError:  # a source checkout run without its dependencies: slower, same bytes
+        return base64.b64decode(text, validate=True)
     try:
         return pybase64.b64decode(text, validate=True)
     except ValueError:
