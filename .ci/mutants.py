@@ -1323,8 +1323,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-law-pit-ignores-the-token", TREE_CHECKS,
-        "self.pit[ordering].add(pit_value(p, key, token, jitter))",
-        "self.pit[ordering].add(jitter)",
+        "cell.pit[ordering].add(pit_value(p, key, token, jitter))",
+        "cell.pit[ordering].add(jitter)",
         "the tree law's PIT reads its jitter alone: every law passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
@@ -1344,8 +1344,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draft-law, history and batch checks ----------------------------------------
     mutant(
         "draft-law-pit-at-the-midpoint", CONFORMANCE_DRAFT_LAW,
-        "self.pit.add(float(stats.pit_q[i]) + jitter * q_token)",
-        "self.pit.add(float(stats.pit_q[i]) + 0.5 * q_token)",
+        "cell.pit.add(float(stats.pit_q[i]) + jitter * q_token)",
+        "cell.pit.add(float(stats.pit_q[i]) + 0.5 * q_token)",
         "each draft's PIT at the middle of its interval, not randomised across it: a "
         "discrete q is then not uniform, and a correct drafter fails",
         vectors=False,
