@@ -66,6 +66,7 @@ CONFORMANCE_EXACT = "impl/specaccept/conformance/exact.py"
 CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
 PIECES_TESTS = "tests/test_conformance_pieces.py"
 TREE_PIECES_TESTS = "tests/test_conformance_tree_pieces.py"
+LAW_STRATA_TESTS = "tests/test_conformance_law_strata.py"
 
 
 @dataclass(frozen=True)
@@ -1448,6 +1449,36 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(f"{PIECES_TESTS}::"
                      "test_an_exact_sum_does_not_depend_on_the_order_or_the_cut_of_its_terms",),
         scope="ExactSum.add",
+    ),
+    mutant(
+        "law-pooled-over-settings", CONFORMANCE_LAW,
+        "sampler_stratum(facts.round.run.target_sampler)", '"every setting"',
+        "the law check pools the PIT values of every sampler setting: a temperature applied "
+        "twice, too sharp at 0.7 and too flat at 1.3, cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_temperature_applied_twice_at_0_7_and_1_3_"
+                     "passes_pooled_and_fails_by_setting",),
+        scope="LawState.update",
+    ),
+    mutant(
+        "draft-law-pooled-over-settings", CONFORMANCE_DRAFT_LAW,
+        "sampler_stratum(round_.run.draft_sampler)", '"every setting"',
+        "the draft-law check pools the drafts of every drafter setting: a drafter applying "
+        "its temperature twice at 0.7 and 1.3 cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_temperature_applied_twice_at_0_7_and_1_3_"
+                     "passes_pooled_and_fails_by_setting",),
+        scope="DraftLawState.update",
+    ),
+    mutant(
+        "law-strata-sum-misses-the-remainder", CONFORMANCE_LAW,
+        "if sum(sizes[key] for key in rest) >= _MIN_LAW_TOKENS:",
+        "if False:",
+        "the stratified chi-square leaves out the settings too small for a stratum of their "
+        "own, though they may be most of the trace",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_small_settings_are_tested_together",),
+        scope="stratum_groups",
     ),
     mutant(
         "law-power-merge-keeps-the-later-piece", CONFORMANCE_LAW,

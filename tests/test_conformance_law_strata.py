@@ -23,6 +23,7 @@ import pytest
 from specaccept.conformance import Verdict, check_trace, read_trace
 from specaccept.conformance.law import (
     BIN_CHOICES,
+    STRATUM_MIN,
     TEMPERATURE_BANDS,
     LawCell,
     LawState,
@@ -31,6 +32,7 @@ from specaccept.conformance.law import (
     merge_strata,
     sampler_stratum,
     stratum_cell,
+    stratum_groups,
 )
 from specaccept.conformance.pieces import check_piece, merge_states
 from specaccept.core.sampler_config import SamplerConfig
@@ -194,3 +196,13 @@ def test_the_stratum_of_a_temperature_is_its_quarter_octave() -> None:
         SamplerConfig(temperature=0.7))
     assert sampler_stratum(SamplerConfig(temperature=2.0**-30)) == sampler_stratum(
         SamplerConfig(temperature=2.0**-5))
+
+
+def test_small_settings_are_tested_together() -> None:
+    """A setting with fewer than `STRATUM_MIN` values has no chi-square of its own; the small
+    ones are tested together as a remainder, when it reaches 10 values, and left to the
+    pooled chi-square when it does not."""
+    assert stratum_groups({"a": 300, "b": 30, "c": 20, "d": STRATUM_MIN}) == [
+        ["a"], ["d"], ["b", "c"]]
+    assert stratum_groups({"a": 300, "b": 9}) == [["a"]]
+    assert stratum_groups({"b": 30, "c": 20}) == [["b", "c"]]
