@@ -67,6 +67,7 @@ CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
 PIECES_TESTS = "tests/test_conformance_pieces.py"
 TREE_PIECES_TESTS = "tests/test_conformance_tree_pieces.py"
 LAW_STRATA_TESTS = "tests/test_conformance_law_strata.py"
+CONFORMANCE_BUGS = "impl/specaccept/conformance/bugs.py"
 
 
 @dataclass(frozen=True)
@@ -1479,6 +1480,17 @@ MUTANTS: tuple[Mutant, ...] = (
         vectors=False,
         first_tests=(f"{LAW_STRATA_TESTS}::test_small_settings_are_tested_together",),
         scope="stratum_groups",
+    ),
+    mutant(
+        "temperature-squared-model-is-p", CONFORMANCE_BUGS,
+        "np.exp((logs - logs[support].max()) / temperature)",
+        "np.exp(logs - logs[support].max())",
+        "the power model of a temperature applied twice draws from p itself: every check "
+        "reports no power against it",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::"
+                     "test_the_temperature_squared_model_is_the_law_at_t_squared",),
+        scope="_TemperatureSquared.drawn",
     ),
     mutant(
         "law-power-merge-keeps-the-later-piece", CONFORMANCE_LAW,

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from specaccept.conformance import Verdict, check_trace, read_trace
+from specaccept.conformance.bugs import TEMPERATURE_SQUARED
 from specaccept.conformance.law import (
     BIN_CHOICES,
     STRATUM_MIN,
@@ -30,6 +31,7 @@ from specaccept.conformance.law import (
     PitCounts,
     law_tests,
     merge_strata,
+    pooled_laws,
     sampler_stratum,
     stratum_cell,
     stratum_groups,
@@ -206,3 +208,42 @@ def test_small_settings_are_tested_together() -> None:
         ["a"], ["d"], ["b", "c"]]
     assert stratum_groups({"a": 300, "b": 9}) == [["a"]]
     assert stratum_groups({"b": 30, "c": 20}) == [["b", "c"]]
+
+
+def test_the_temperature_squared_model_is_the_law_at_t_squared() -> None:
+    """The bug class's law, read off the recorded p at T, is the softmax of the logits at T**2
+    (the law the synthetic engine's broken sampler draws from), at both sides of 1."""
+    rng = np.random.default_rng(7)
+    logits = (rng.standard_normal((6, 67)) * 3).astype(np.float16)
+    for temperature in (0.25, 0.7, 1.3, 3.0):
+        recorded = engine.distribution(logits, temperature).astype(np.float64)
+        drawn = engine.distribution(logits, temperature * temperature).astype(np.float64)
+        for row in range(logits.shape[0]):
+            model = TEMPERATURE_SQUARED.drawn(recorded[row], SamplerConfig(temperature))
+            assert isinstance(model, np.ndarray)
+            np.testing.assert_allclose(model, drawn[row], rtol=1e-4, atol=1e-7)
+    assert isinstance(TEMPERATURE_SQUARED.drawn(recorded[0], SamplerConfig(1.0)), str)
+    assert isinstance(TEMPERATURE_SQUARED.drawn(recorded[0], SamplerConfig(0.7, top_k=5)), str)
+
+
+def test_the_law_check_s_power_against_temperature_squared_is_the_stratified_test_s(
+    tmp_path: Path,
+) -> None:
+    """On a correct trace over 0.7 and 1.3, the power the law check reports against a
+    temperature applied twice is that of the sum over settings (the test plants it above and
+    the check fails it); the pooled chi-square alone would have had next to none."""
+    from scipy import stats
+
+    path = _trace(tmp_path, "--rounds", "50", "--runs", "4", "--seed", "2",
+                  "--temperatures", "0.7,1.3")
+    checker = check_piece((str(path), 2, None))
+    law = next(c for c in checker.report(ALPHA).checks if c.name == "law")
+    power = next(p for p in law.power if p.bug == TEMPERATURE_SQUARED.id).probability
+    assert power is not None and power > 0.9, law.power
+    state = checker.law
+    tests = law_tests({key: cell.pit for key, cell in state.strata.items()})
+    critical = float(stats.chi2.isf(ALPHA / 2, tests.bins - 1))
+    for ordering in ("p", "q/p"):
+        pooled = pooled_laws(cell.laws[TEMPERATURE_SQUARED.id][ordering]
+                             for cell in state.strata.values())
+        assert pooled.power(tests.n, tests.bins, critical) < 0.01, ordering

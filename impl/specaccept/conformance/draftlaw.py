@@ -108,7 +108,8 @@ class DraftLawState(State):
             if not bug.models_positions:
                 continue
             notes = self.notes.setdefault(bug.id, set())
-            outcome = bug.outcome(rule, p, q, draft_sampler=round_.run.draft_sampler)
+            outcome = bug.outcome(rule, p, q, draft_sampler=round_.run.draft_sampler,
+                                  target_sampler=round_.run.target_sampler)
             if isinstance(outcome, str):
                 notes.add(outcome)
                 continue
