@@ -1482,6 +1482,16 @@ MUTANTS: tuple[Mutant, ...] = (
         scope="stratum_groups",
     ),
     mutant(
+        "tree-law-pooled-over-settings", TREE_CHECKS,
+        "sampler_stratum(round_.run.target_sampler)", '"every setting"',
+        "the tree law check pools the PIT values of every sampler setting: a tree engine "
+        "applying the temperature twice at 0.7 and 1.3 cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_tree_engine_applying_the_temperature_"
+                     "twice_fails_the_tree_law_by_setting",),
+        scope="TreeLawState.update",
+    ),
+    mutant(
         "temperature-squared-model-is-p", CONFORMANCE_BUGS,
         "np.exp((logs - logs[support].max()) / temperature)",
         "np.exp(logs - logs[support].max())",

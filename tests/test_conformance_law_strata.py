@@ -5,8 +5,9 @@ Found on llama.cpp's recorder with its sampler chain applying the temperature tw
 sharp at T = 0.7, too flat at T = 1.3, and over the mix the pooled law check passed (p = 0.36).
 Here the synthetic engine (benchmarks/synthetic_engine.py) plants the same bug with no
 uniforms recorded, so replay cannot see it; the pooled chi-square passes it and the stratified
-one fails it. Then: a correct engine over mixed settings false-alarms at most alpha, and the
-strata of pieces merged equal those of one pass, field for field, at every cut.
+one fails it; the draft-law and tree-law checks likewise. Then: a correct engine over mixed
+settings false-alarms at most alpha, the strata of pieces merged equal those of one pass,
+field for field, at every cut, and the power model of the bug class is the law at T**2.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import itertools
 import json
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
 
+import specaccept_trace
 from specaccept.conformance import Verdict, check_trace, read_trace
 from specaccept.conformance.bugs import TEMPERATURE_SQUARED
 from specaccept.conformance.law import (
@@ -37,7 +40,10 @@ from specaccept.conformance.law import (
     stratum_groups,
 )
 from specaccept.conformance.pieces import check_piece, merge_states
+from specaccept.conformance.tree_checks import TreeLawState
 from specaccept.core.sampler_config import SamplerConfig
+from specaccept.core.tree import TreeScheme, verify_tree
+from specaccept.shell.tree_generator import full_tree_parents
 from test_synthetic_engine import engine
 
 ALPHA = 1e-4
@@ -247,3 +253,66 @@ def test_the_law_check_s_power_against_temperature_squared_is_the_stratified_tes
         pooled = pooled_laws(cell.laws[TEMPERATURE_SQUARED.id][ordering]
                              for cell in state.strata.values())
         assert pooled.power(tests.n, tests.bins, critical) < 0.01, ordering
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    return out
+
+
+def _tree_trace(path: Path, rounds: int, temperatures: tuple[float, ...], squared: bool,
+                vocab: int = 12) -> Path:
+    """A tree engine (i.i.d. siblings, two children a node, depth 2) with one run per
+    temperature, recording p at T; with `squared` it verifies on the law at T**2."""
+    parents = full_tree_parents(2, 2)
+    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for i, parent in enumerate(parents):
+        children[parent + 1].append(i)
+    inner = [row for row in range(len(parents) + 1) if children[row]]
+    with specaccept_trace.TraceWriter(str(path), vocab_size=vocab, engine="tree") as writer:
+        runs = [writer.start_run(str(i), prompt=[1, 2, 3], target_sampler={"temperature": t})
+                for i, t in enumerate(temperatures)]
+        for index in range(rounds):
+            for number, (run, t) in enumerate(zip(runs, temperatures, strict=True)):
+                rng = np.random.default_rng([index, number])
+                logits = rng.normal(0.0, 1.5, (len(parents) + 1, vocab))
+                p = _softmax(logits / t).astype(np.float32)
+                drawn = _softmax(logits / (t * t if squared else t)).astype(np.float32)
+                noisy = logits + rng.normal(0.0, 0.5, logits.shape)
+                q = _softmax(noisy / t).astype(np.float32)
+                tokens = [0] * len(parents)
+                for row in inner:
+                    law = q[row].astype(np.float64)
+                    for child in children[row]:
+                        tokens[child] = int(rng.choice(vocab, p=law / law.sum()))
+                verdict = verify_tree(TreeScheme.IID, parents, mx.array(drawn), mx.array(q),
+                                      tokens, mx.array(rng.random(len(parents)).astype(
+                                          np.float32)), mx.array(rng.random(3).astype(
+                                              np.float32)))
+                kept = int(np.array(verdict.num_accepted))
+                nodes = np.array(verdict.accepted_nodes).astype(int).tolist()[:kept]
+                run.write_tree_round(
+                    scheme="iid", parents=parents, node_tokens=tokens,
+                    target=specaccept_trace.probs_block(p.tolist()),
+                    draft=specaccept_trace.probs_block(q[inner].tolist()), path=nodes,
+                    emitted=[*(tokens[n] for n in nodes), int(np.array(verdict.next_token))])
+    return path
+
+
+@pytest.mark.parametrize("squared", [False, True])
+def test_a_tree_engine_applying_the_temperature_twice_fails_the_tree_law_by_setting(
+    tmp_path: Path, squared: bool
+) -> None:
+    """The tree law keeps its settings apart as the chain law does: 400 rounds of each of two
+    runs at 0.7 and 1.3, no uniforms; the pooled chi-squares pass the temperature applied
+    twice, the sum over the settings fails it, and the correct engine passes both."""
+    trace = read_trace(_tree_trace(tmp_path / "tree.jsonl", 400, (0.7, 1.3), squared))
+    state = TreeLawState()
+    for round_ in trace.tree_rounds:
+        state.update(round_)
+    tests = law_tests({key: cell.pit for key, cell in state.strata.items()})
+    assert tests.stratified is not None and len(tests.groups) == 2
+    assert min(p for _, p in tests.pooled) > ALPHA / 2, tests.pooled
+    result = state.result(ALPHA)
+    assert result.verdict is (Verdict.FAIL if squared else Verdict.PASS), result
