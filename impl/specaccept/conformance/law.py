@@ -4,9 +4,10 @@ The randomised probability integral transform maps a token drawn from p to a val
 on [0, 1): tokens are ordered by a key fixed before the draw, token x covers [lo_x, lo_x +
 p(x)), and the value is lo + jitter * p(x). The check keeps, per possible number of bins
 (2 to 20: the bins follow the trace's length, known only at the end), the counts of those
-values in each bin, so that its state is a few hundred integers whatever the trace's length
-and two pieces' states merge by addition. The jitter of a position is fixed by the
-position's identity (`unit_hash`), so a piece checked anywhere draws the same one.
+values in each bin, so that its state is a few hundred integers per sampler setting
+whatever the trace's length and two pieces' states merge by addition. The jitter of a
+position is fixed by the position's identity (`unit_hash`), so a piece checked anywhere
+draws the same one.
 
 The counts are kept per sampler setting (`sampler_stratum`), since a bug can push the PIT one
 way at one setting and the other way at another (a temperature applied twice sharpens the
@@ -262,12 +263,12 @@ def merge_strata(mine: dict[str, _Cell], other: dict[str, _Cell]) -> None:
 
 def stratum_groups(sizes: Mapping[str, int]) -> list[list[str]]:
     """The groups of strata whose chi-squares the stratified statistic sums: each stratum of
-    at least `STRATUM_MIN` values alone, in the order of the state, then every other stratum
-    together as a remainder, when it holds at least 10 values (fewer are
-    left out of the sum: they still count in the pooled chi-square). The groups depend on how
-    many values each setting has, never on the values."""
-    alone = [[key] for key, n in sizes.items() if n >= STRATUM_MIN]
-    rest = [key for key, n in sizes.items() if [key] not in alone]
+    at least `STRATUM_MIN` values alone, then every other stratum together as a remainder,
+    when it holds at least 10 values (fewer are left out of the sum: they still count in the
+    pooled chi-square). Strata go by name, so that pieces merged in any order give the same
+    groups; the groups depend on how many values each setting has, never on the values."""
+    alone = [[key] for key in sorted(sizes) if sizes[key] >= STRATUM_MIN]
+    rest = [key for key in sorted(sizes) if [key] not in alone]
     if sum(sizes[key] for key in rest) >= _MIN_LAW_TOKENS:
         alone.append(rest)
     return alone
