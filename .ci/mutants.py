@@ -66,6 +66,8 @@ CONFORMANCE_EXACT = "impl/specaccept/conformance/exact.py"
 CONFORMANCE_LAW = "impl/specaccept/conformance/law.py"
 PIECES_TESTS = "tests/test_conformance_pieces.py"
 TREE_PIECES_TESTS = "tests/test_conformance_tree_pieces.py"
+LAW_STRATA_TESTS = "tests/test_conformance_law_strata.py"
+CONFORMANCE_BUGS = "impl/specaccept/conformance/bugs.py"
 
 
 @dataclass(frozen=True)
@@ -1323,8 +1325,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     mutant(
         "tree-law-pit-ignores-the-token", TREE_CHECKS,
-        "self.pit[ordering].add(pit_value(p, key, token, jitter))",
-        "self.pit[ordering].add(jitter)",
+        "cell.pit[ordering].add(pit_value(p, key, token, jitter))",
+        "cell.pit[ordering].add(jitter)",
         "the tree law's PIT reads its jitter alone: every law passes",
         vectors=False,
         first_tests=(f"{TREE_CONFORMANCE_TESTS}::"
@@ -1344,8 +1346,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the draft-law, history and batch checks ----------------------------------------
     mutant(
         "draft-law-pit-at-the-midpoint", CONFORMANCE_DRAFT_LAW,
-        "self.pit.add(float(stats.pit_q[i]) + jitter * q_token)",
-        "self.pit.add(float(stats.pit_q[i]) + 0.5 * q_token)",
+        "cell.pit.add(float(stats.pit_q[i]) + jitter * q_token)",
+        "cell.pit.add(float(stats.pit_q[i]) + 0.5 * q_token)",
         "each draft's PIT at the middle of its interval, not randomised across it: a "
         "discrete q is then not uniform, and a correct drafter fails",
         vectors=False,
@@ -1448,6 +1450,57 @@ MUTANTS: tuple[Mutant, ...] = (
         first_tests=(f"{PIECES_TESTS}::"
                      "test_an_exact_sum_does_not_depend_on_the_order_or_the_cut_of_its_terms",),
         scope="ExactSum.add",
+    ),
+    mutant(
+        "law-pooled-over-settings", CONFORMANCE_LAW,
+        "sampler_stratum(facts.round.run.target_sampler)", '"every setting"',
+        "the law check pools the PIT values of every sampler setting: a temperature applied "
+        "twice, too sharp at 0.7 and too flat at 1.3, cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_temperature_applied_twice_at_0_7_and_1_3_"
+                     "passes_pooled_and_fails_by_setting",),
+        scope="LawState.update",
+    ),
+    mutant(
+        "draft-law-pooled-over-settings", CONFORMANCE_DRAFT_LAW,
+        "sampler_stratum(round_.run.draft_sampler)", '"every setting"',
+        "the draft-law check pools the drafts of every drafter setting: a drafter applying "
+        "its temperature twice at 0.7 and 1.3 cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_temperature_applied_twice_at_0_7_and_1_3_"
+                     "passes_pooled_and_fails_by_setting",),
+        scope="DraftLawState.update",
+    ),
+    mutant(
+        "law-strata-sum-misses-the-remainder", CONFORMANCE_LAW,
+        "if sum(sizes[key] for key in rest) >= _MIN_LAW_TOKENS:",
+        "if False:",
+        "the stratified chi-square leaves out the settings too small for a stratum of their "
+        "own, though they may be most of the trace",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_small_settings_are_tested_together",),
+        scope="stratum_groups",
+    ),
+    mutant(
+        "tree-law-pooled-over-settings", TREE_CHECKS,
+        "sampler_stratum(round_.run.target_sampler)", '"every setting"',
+        "the tree law check pools the PIT values of every sampler setting: a tree engine "
+        "applying the temperature twice at 0.7 and 1.3 cancels and passes",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::test_a_tree_engine_applying_the_temperature_"
+                     "twice_fails_the_tree_law_by_setting",),
+        scope="TreeLawState.update",
+    ),
+    mutant(
+        "temperature-squared-model-is-p", CONFORMANCE_BUGS,
+        "np.exp((logs - logs[support].max()) / temperature)",
+        "np.exp(logs - logs[support].max())",
+        "the power model of a temperature applied twice draws from p itself: every check "
+        "reports no power against it",
+        vectors=False,
+        first_tests=(f"{LAW_STRATA_TESTS}::"
+                     "test_the_temperature_squared_model_is_the_law_at_t_squared",),
+        scope="_TemperatureSquared.drawn",
     ),
     mutant(
         "law-power-merge-keeps-the-later-piece", CONFORMANCE_LAW,

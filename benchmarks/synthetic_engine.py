@@ -4,7 +4,8 @@ Run from the repository root:
 
     python benchmarks/synthetic_engine.py --vocab 128256 --rounds 100 --runs 4 --k 4 \\
         --seed 0 --out trace.jsonl [--rule stochastic|block] [--bug NAME] \\
-        [--temperature 1.0] [--omit-undecided-rows] [--unrecorded-draws] \\
+        [--temperature 1.0 | --temperatures 0.7,1.3] [--omit-undecided-rows] \\
+        [--unrecorded-draws | --no-uniforms] \\
         [--no-check-values] [--stdlib-checks] [--compact SHARE]
 
 then ``specaccept conform trace.jsonl``. It is what an engine author at a real vocabulary
@@ -29,7 +30,11 @@ about V * 2**-24 a draw (below 1e-4 at V = 1024).
 - ``resample-from-p``: on a rejection, draw the replacement from p, not the residual;
 - ``position-keyed-uniforms`` (block rule): key the uniforms by the request's absolute
   position, so a round re-reads the tests the last round read past its kept length;
-- ``shared-batch-coin``: every request of a batch step reads one row of uniforms.
+- ``shared-batch-coin``: every request of a batch step reads one row of uniforms;
+- ``temperature-squared``: the engine's sampler applies the temperature twice (both models'
+  laws at T**2) while the trace says T, as a sampler chain that divides the logits by T
+  twice does. Over ``--temperatures 0.7,1.3`` it is too sharp in some requests and too flat
+  in others; with ``--no-uniforms`` only the laws of the tokens and drafts show it.
 
 *Note*: at a large vocabulary the replay check finds divergences in a correct run of this
 engine: NumPy's float32 softmax differs from MLX's in the last bits of most entries, and at
@@ -52,6 +57,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "impl"))
 
 import specaccept_trace as st  # the vendored writer, as an engine imports it
 
-BUGS = ("resample-from-p", "position-keyed-uniforms", "shared-batch-coin")
+BUGS = ("resample-from-p", "position-keyed-uniforms", "shared-batch-coin", "temperature-squared")
 RULES = ("stochastic", "block")
 Floats = npt.NDArray[np.float32]
 
@@ -154,6 +160,7 @@ class Request:
     order: npt.NDArray[np.int64]
     rng: np.random.Generator
     seed: int
+    temperature: float = 1.0
     position: int = 0
 
 
@@ -169,6 +176,10 @@ def zipf_logits(request: Request, rows: int, noise: float, rng: np.random.Genera
 def _every_uniform(u: Floats) -> list[list[float | None]]:
     out: list[list[float | None]] = u.tolist()
     return out
+
+
+def _no_uniforms(u: Floats) -> None:
+    return None
 
 
 def _accept_tests_only(u: Floats) -> list[list[float | None]]:
@@ -193,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule", choices=RULES, default="stochastic")
     parser.add_argument("--bug", choices=BUGS, default=None)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
+                        help="request r samples at the r-th of these, cycling (instead of "
+                        "--temperature)")
+    parser.add_argument("--no-uniforms", action="store_true",
+                        help="record no uniforms (an engine that cannot read its generator's)")
     parser.add_argument("--omit-undecided-rows", action="store_true",
                         help="write only the rows of the decided positions")
     parser.add_argument("--no-check-values", action="store_true",
@@ -211,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if not 0 < args.temperature < float("inf"):
         parser.error(f"--temperature must be positive and finite, got {args.temperature}")
+    if args.temperatures is not None:
+        try:
+            temperatures = [float(t) for t in args.temperatures.split(",")]
+        except ValueError:
+            parser.error(f"--temperatures must be numbers separated by commas, got "
+                         f"{args.temperatures!r}")
+        if not all(0 < t < float("inf") for t in temperatures):
+            parser.error(f"--temperatures must be positive and finite, got {args.temperatures}")
     if args.compact is not None and not 0 <= args.compact <= 1:
         parser.error(f"--compact must be a share in [0, 1], got {args.compact}")
     if args.bug == "position-keyed-uniforms" and args.rule != "block":
@@ -236,8 +260,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    vocab, k, temperature = args.vocab, args.k, args.temperature
-    sampler = {"temperature": temperature}
+    vocab, k = args.vocab, args.k
+    temperatures = ([float(t) for t in args.temperatures.split(",")]
+                    if getattr(args, "temperatures", None) else [args.temperature])
     rng = np.random.default_rng(args.seed)
     ramp = (-1.1 * np.log1p(np.arange(vocab))).astype(np.float32)
     timings: list[float] = []
@@ -254,10 +279,12 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         for slot in range(args.runs):
             seed = int(rng.integers(2**62))
             prompt = rng.integers(vocab, size=3).tolist()
+            temperature = temperatures[slot % len(temperatures)]
+            sampler = {"temperature": temperature}
             run_writer = trace.start_run(f"request-{slot}", prompt=prompt,
                                          target_sampler=sampler, draft_sampler=sampler)
             requests.append(Request(run_writer, rng.permutation(vocab),
-                                    np.random.default_rng(seed), seed))
+                                    np.random.default_rng(seed), seed, temperature))
         for step in range(args.rounds):
             shared = rng.random((k + 1, 2), dtype=np.float32)
             for slot, request in enumerate(requests):
@@ -266,8 +293,11 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 draft_logits = (target_logits[:k].astype(np.float32) + np.float32(0.5)
                                 * own.standard_normal((k, vocab), dtype=np.float32)
                                 ).astype(np.float16)
-                p, q = distribution(target_logits, temperature), distribution(
-                    draft_logits, temperature)
+                # The engine's own temperature: twice applied under temperature-squared.
+                drawn_at = request.temperature * (
+                    request.temperature if args.bug == "temperature-squared" else 1.0)
+                p, q = distribution(target_logits, drawn_at), distribution(
+                    draft_logits, drawn_at)
                 drafts = [draw(q[i], np.float32(own.random(dtype=np.float32))) for i in range(k)]
                 if args.bug == "shared-batch-coin":
                     u = shared
@@ -281,10 +311,13 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 else:
                     emitted = verify_stochastic(p, q, drafts, u, args.bug)
                 target_bytes, draft_bytes = target_logits.tobytes(), draft_logits.tobytes()
+                recorded: Callable[[Floats], list[list[float | None]] | None]
                 if getattr(args, "unrecorded_draws", False):
                     recorded = _accept_tests_only
                 else:
                     recorded = _every_uniform
+                if getattr(args, "no_uniforms", False):
+                    recorded = _no_uniforms
                 start, start_cpu = time.perf_counter(), time.thread_time()
                 laws: dict[str, Any] = ({"target_probs": p, "draft_probs": q}
                                         if compact is not None else {})

@@ -75,7 +75,8 @@ build folder) but only the ``llama`` target is built."""
 # Planted defects, each a one-line change of the sdist's llama.py:
 # - temperature-squared: the sampler chain applies the temperature twice (draws at T^2
 #   while the trace, like the caller, says T); replay fails, and so does the law check at a
-#   single temperature (over a mix of T < 1 and T > 1 the two deviations cancel in it).
+#   single temperature (over a mix of T < 1 and T > 1 the two deviations cancel in a pooled
+#   chi-square, so the law check also tests the temperatures apart).
 # - reseed-each-round: the sampler is reset (its mt19937 reseeded with the run's seed) before
 #   every forward of generate, so each round re-draws the run's first uniforms; the recorded
 #   uniforms (the unbroken stream) no longer give the emitted tokens and replay fails.

@@ -26,6 +26,7 @@ __all__ = [
     "MIS_DESCRIBED_DRAFTER",
     "POSITION_KEYED_UNIFORMS",
     "SHARED_BATCH_COIN",
+    "TEMPERATURE_SQUARED",
     "BonusLaws",
     "BugClass",
     "Outcome",
@@ -112,6 +113,7 @@ class BugClass:
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         """The tested position's outcome law under the bug, or a string saying why the bug
         does not apply.
@@ -122,11 +124,13 @@ class BugClass:
             draft_sampler: the drafter's sampler, which raw-logits-q needs.
             p_blind: p recomputed without the round's drafts in the history
                 (penalties-blind-to-drafts); None when it equals p or cannot be computed.
+            target_sampler: the target's sampler, which temperature-squared needs.
         """
         raise ValueError(f"bug class {self.id!r} is a bug of whole rounds: it has no "
                          "per-position outcome (models_positions is False)")
 
-    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None) -> np.ndarray | None:
+    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None, *,
+                  target_sampler: SamplerConfig | None = None) -> np.ndarray | None:
         """The law of an untested position's token under the bug; None when it stays p."""
         return None
 
@@ -137,6 +141,7 @@ class _ResampleFromP(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if rule is not AcceptanceRule.STOCHASTIC:
             return "only the stochastic rule has a residual"
@@ -150,6 +155,7 @@ class _SoftmaxResidual(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if rule is not AcceptanceRule.STOCHASTIC:
             return "only the stochastic rule has a residual"
@@ -166,6 +172,7 @@ class _RawLogitsQ(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if rule is not AcceptanceRule.STOCHASTIC:
             return "only the stochastic rule reads q"
@@ -186,12 +193,14 @@ class _ArgmaxAtTemperature(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if np.count_nonzero(p) <= 1:
             return "the target is greedy here"
         return _decide(AcceptanceRule.GREEDY_ARGMAX, p, q, q)
 
-    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None) -> np.ndarray | None:
+    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None, *,
+                  target_sampler: SamplerConfig | None = None) -> np.ndarray | None:
         if np.count_nonzero(p) <= 1:
             return None
         law = np.zeros_like(p)
@@ -205,12 +214,14 @@ class _PenaltiesBlindToDrafts(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if p_blind is None:
             return "needs logits rows and a target sampler that reads the history"
         return _decide(rule, p_blind, q, q)
 
-    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None) -> np.ndarray | None:
+    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None, *,
+                  target_sampler: SamplerConfig | None = None) -> np.ndarray | None:
         return p_blind
 
 
@@ -231,6 +242,7 @@ class _MisDescribedDrafter(BugClass):
     def outcome(
         self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
         draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
     ) -> Outcome | str:
         if draft_sampler is None:
             return "needs the drafter's sampler in the header"
@@ -247,6 +259,59 @@ MIS_DESCRIBED_DRAFTER = _MisDescribedDrafter(
     "mis-described-drafter",
     "draw the drafts at temperature T**2 while recording q at T (a temperature applied twice)")
 """Scored by the draft-law check (and, through the rule, by acceptance and law)."""
+
+
+class _TemperatureSquared(BugClass):
+    """Draws the target's tokens at temperature T**2 while recording p at T: a temperature
+    applied twice (a sampler chain dividing the logits by T twice).
+
+    With p = softmax(l / T) recorded, the tokens come from softmax(l / T**2), which is
+    proportional to p ** (1 / T) on p's support. Below 1 the law is sharper than p, above 1
+    flatter: over a trace of both the law check's settings must be kept apart.
+    """
+
+    models_positions = True
+
+    @staticmethod
+    def drawn(p: np.ndarray, target_sampler: SamplerConfig | None) -> np.ndarray | str:
+        """The law the target's tokens come from, or why the bug does not apply."""
+        if target_sampler is None:
+            return "needs the target's sampler in the header"
+        if target_sampler != SamplerConfig(temperature=target_sampler.temperature):
+            return "modelled for a temperature-only target sampler"
+        temperature = target_sampler.temperature
+        if temperature == 0.0:
+            return "a greedy target has no temperature to apply twice"
+        if temperature == 1.0:
+            return "at temperature 1 a temperature applied twice leaves p as it is"
+        # In logs, shifted by the largest: p ** (1 / T) underflows for a small T.
+        support = p > 0
+        logs = np.log(np.where(support, p, 1.0))
+        law = np.where(support, np.exp((logs - logs[support].max()) / temperature), 0.0)
+        drawn: np.ndarray = law / law.sum()
+        return drawn
+
+    def outcome(
+        self, rule: AcceptanceRule, p: np.ndarray, q: np.ndarray, *,
+        draft_sampler: SamplerConfig | None = None, p_blind: np.ndarray | None = None,
+        target_sampler: SamplerConfig | None = None,
+    ) -> Outcome | str:
+        drawn = self.drawn(p, target_sampler)
+        if isinstance(drawn, str):
+            return drawn
+        return _decide(rule, drawn, q, q)
+
+    def bonus_law(self, p: np.ndarray, p_blind: np.ndarray | None, *,
+                  target_sampler: SamplerConfig | None = None) -> np.ndarray | None:
+        drawn = self.drawn(p, target_sampler)
+        return None if isinstance(drawn, str) else drawn
+
+
+TEMPERATURE_SQUARED = _TemperatureSquared(
+    "temperature-squared",
+    "draw the target's tokens at temperature T**2 while recording p at T (a temperature "
+    "applied twice)")
+"""Scored by the law check, per sampler setting (and by replay, acceptance, support)."""
 
 
 DRAFT_CACHE_OVER_TRIM = BugClass(
@@ -275,6 +340,7 @@ BUG_CLASSES: tuple[BugClass, ...] = (
     DRAFT_CACHE_OVER_TRIM,
     POSITION_KEYED_UNIFORMS,
     MIS_DESCRIBED_DRAFTER,
+    TEMPERATURE_SQUARED,
     SHARED_BATCH_COIN,
 )
 """Every known bug class, in report order."""

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 STATE_FORMAT = "specaccept-conform-state"
-STATE_VERSION = 1
+STATE_VERSION = 2
 """The version of the saved state's JSON; a state of another version is refused."""
 PIECE_BYTES = 8 * 2**20
 """A trace file is cut into pieces of at least this many bytes: smaller pieces cost more

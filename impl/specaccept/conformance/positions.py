@@ -363,12 +363,13 @@ def bug_models(positions: list[Position]) -> tuple[PositionOutcomes, BonusLaws]:
             if pos.tested and pos.q is not None and rule is not None:
                 outcomes[bug].append(bug.outcome(
                     rule, pos.p, pos.q, draft_sampler=pos.round.run.draft_sampler,
-                    p_blind=pos.p_blind,
+                    p_blind=pos.p_blind, target_sampler=pos.round.run.target_sampler,
                 ))
                 bonus[bug].append(None)
                 continue
             outcomes[bug].append(None)
-            bonus[bug].append(bug.bonus_law(pos.p, pos.p_blind))
+            bonus[bug].append(bug.bonus_law(pos.p, pos.p_blind,
+                                            target_sampler=pos.round.run.target_sampler))
     return outcomes, bonus
 
 

@@ -31,7 +31,18 @@ from scipy import stats
 from specaccept.conformance.acceptance import drift_rejected
 from specaccept.conformance.exact import ExactSum, State
 from specaccept.conformance.fresh import UNIFORM_SPACING, coincidence_threshold
-from specaccept.conformance.law import LAW_SEED, ORDERINGS, PitCounts, law_bins, pit_value
+from specaccept.conformance.law import (
+    LAW_SEED,
+    ORDERINGS,
+    LawCell,
+    PitCounts,
+    law_tests,
+    merge_strata,
+    pit_value,
+    pooled_counts,
+    sampler_stratum,
+    stratum_cell,
+)
 from specaccept.conformance.report import CheckResult, Verdict
 from specaccept.conformance.trace import Trace, TreeRound, unit_hash
 from specaccept.core.tree import TreeScheme, verify_tree
@@ -611,13 +622,14 @@ def tree_law_jitter(round_: TreeRound, depth: int) -> float:
 
 @dataclass
 class TreeLawState(State):
-    """The tree law check's state: the emitted tokens' PIT values counted into bins, under
-    each ordering (`PitCounts`: the bins of every bin count, chosen at the end)."""
+    """The tree law check's state: per sampler setting of the target (`sampler_stratum`, as
+    the chain law keeps them), the emitted tokens' PIT values counted into bins under each
+    ordering (`PitCounts`: the bins of every bin count, chosen at the end)."""
 
-    pit: dict[str, PitCounts] = field(
-        default_factory=lambda: {ordering: PitCounts() for ordering in ORDERINGS})
+    strata: dict[str, LawCell] = field(default_factory=dict)
 
     def update(self, round_: TreeRound) -> None:
+        cell = stratum_cell(self.strata, sampler_stratum(round_.run.target_sampler), LawCell)
         for d, token in enumerate(round_.emitted):
             row = round_.path_rows[d]
             p = round_.target_rows[row].astype(np.float64)
@@ -629,32 +641,33 @@ class TreeLawState(State):
                 if ordering == "q/p" and q is not None:
                     with np.errstate(divide="ignore", invalid="ignore"):
                         key = np.where(p > 0, q / np.where(p > 0, p, 1), np.inf)
-                self.pit[ordering].add(pit_value(p, key, token, jitter))
+                cell.pit[ordering].add(pit_value(p, key, token, jitter))
 
     def merge(self, other: TreeLawState) -> None:
-        for ordering in ORDERINGS:
-            self.pit[ordering].merge(other.pit[ordering])
+        merge_strata(self.strata, other.strata)
+
+    def pooled(self, ordering: str) -> PitCounts:
+        """Every stratum's PIT counts under `ordering` together."""
+        return pooled_counts(cell.pit[ordering] for cell in self.strata.values())
 
     def result(self, alpha_level: float) -> CheckResult:
         """Every emitted token against p at its row: the chain's randomised PIT, chi-square
-        on bins, in two orderings (by p, and by q/p where the row has a drafter law),
-        Bonferroni."""
+        on bins, in two orderings (by p, and by q/p where the row has a drafter law), pooled
+        and summed over sampler settings, Bonferroni."""
         name = "tree-law"
-        n = self.pit["p"].n
+        n = self.pooled("p").n
         if n < _MIN_LAW_TOKENS:
             return CheckResult(name, Verdict.NOT_RUN, "n/a", f"p-value >= {alpha_level / 2:g}",
                                f"needs at least {_MIN_LAW_TOKENS} tokens, the tree rounds "
                                f"emitted {n}")
-        bins = law_bins(n)
-        statistics, p_values = zip(*(self.pit[ordering].chi_square(bins)
-                                     for ordering in ORDERINGS), strict=True)
-        failed = min(p_values) < alpha_level / 2
+        tests = law_tests({key: cell.pit for key, cell in self.strata.items()})
+        failed = tests.min_p_value < alpha_level / tests.tests
         return CheckResult(
             name, Verdict.FAIL if failed else Verdict.PASS,
-            f"chi2 = {statistics[0]:.2f} (p-order), {statistics[1]:.2f} (q/p-order), "
-            f"{bins - 1} d.o.f.; min p-value = {min(p_values):.3g} over {n} tokens",
-            f"min p-value >= {alpha_level / 2:g} (two orderings, Bonferroni)",
-            "the emitted tokens are not distributed as the target's p" if failed else "")
+            f"{tests.statistic()}; min p-value = {tests.min_p_value:.3g} over {n} tokens",
+            tests.threshold(alpha_level),
+            f"the emitted tokens are not distributed as the target's p{tests.where()}"
+            if failed else "")
 
 
 def check_tree_law(rounds: Iterable[TreeRound], alpha_level: float) -> CheckResult:
