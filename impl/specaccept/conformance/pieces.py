@@ -49,11 +49,15 @@ __all__ = [
     "merge_states",
     "save_state",
     "split_trace",
+    "state_schema",
 ]
 
 STATE_FORMAT = "specaccept-conform-state"
 STATE_VERSION = 2
-"""The version of the saved state's JSON; a state of another version is refused."""
+"""The version of the saved state's JSON; a state of another version is refused. A change
+to `state_schema` must bump it: a state whose fields no longer match its classes would be
+refused only as malformed, or worse, read with another meaning (a test holds each version
+to its schema's digest)."""
 PIECE_BYTES = 8 * 2**20
 """A trace file is cut into pieces of at least this many bytes: smaller pieces cost more
 in process start-up than they save."""
@@ -170,6 +174,16 @@ _STATES: dict[str, Any] = {
 }
 _STATES["TraceChecker"] = TraceChecker
 _STATES["RunSpan"] = RunSpan
+
+
+def state_schema() -> dict[str, list[str]]:
+    """Per class a saved state can hold, its fields as ``name: annotation``: what a saved
+    state's JSON must agree with to be read."""
+    import dataclasses
+
+    return {name: ([f"{field.name}: {field.type}" for field in dataclasses.fields(cls)]
+                   if dataclasses.is_dataclass(cls) else list(getattr(cls, "__slots__", ())))
+            for name, cls in sorted(_STATES.items())}
 
 
 def save_state(state: TraceChecker, path: str | Path) -> None:
