@@ -150,3 +150,54 @@ def test_a_map_blind_to_the_strict_comparison_is_caught_at_a_tie() -> None:
     assert _kernel_rule(p, tokens, coin) == 2
     assert _spec_rule(p, tokens, coin, strict=True) == 2
     assert _spec_rule(p, tokens, coin, strict=False) == 0
+
+
+def _trace_text(requests: list[layout.KernelRequest], *, drawn: bool) -> str:
+    """The recorder's trace of `requests` (V = 50, `verify_tree`'s verdicts as the kernel's
+    outcomes), written row by row (`_write_round`) or from float32 arrays as the GPU path
+    writes them (`write_drawn_round`)."""
+    import io
+
+    from engines.sglang import record
+
+    import specaccept_trace
+
+    text = io.StringIO()
+    with specaccept_trace.TraceWriter(text, vocab_size=50) as writer:
+        run = writer.start_run("r")
+        for request in requests:
+            accepted, emitted, tree = _spec(request, 4, strict=True)
+            if drawn:
+                rows = np.array(request.target_rows, dtype=np.float32)
+                record.write_drawn_round(run, tree.parents, request, rows, 4,
+                                         (accepted, emitted), True, {})
+            else:
+                record._write_round(run, request, 4, (accepted, emitted), True, {})
+    return text.getvalue()
+
+
+def test_drawn_rows_are_written_as_the_row_by_row_path_writes_them() -> None:
+    from engines.sglang import record
+
+    rng = np.random.default_rng(11)
+    requests = [record.random_request(rng, 50, 12, 4) for _ in range(40)]
+    row_by_row = _trace_text(requests, drawn=False)
+    assert row_by_row == _trace_text(requests, drawn=True)
+    assert row_by_row.count('"tree-round"') == 40
+
+
+def test_drawn_rows_refuse_a_tree_not_numbered_level_by_level() -> None:
+    import io
+
+    from engines.sglang import record
+
+    import specaccept_trace
+
+    request = layout.request_from_parents([-1, -1, 1, 0], [1, 2, 3, 4], 0,
+                                          [[1.0, 0.0, 0.0, 0.0, 0.0]] * 5, [0.5] * 5, 0.5)
+    rows = np.array(request.target_rows, dtype=np.float32)
+    run = specaccept_trace.TraceWriter(io.StringIO(), vocab_size=5).start_run("r")
+    with pytest.raises(ValueError, match="level by level"):
+        record.write_drawn_round(run, [-1, -1, 1, 0], request, rows, 4, ([], [0]), True, {})
+    with pytest.raises(ValueError, match="deeper than max_depth"):
+        record.write_drawn_round(run, [-1, 0, 1], request, rows, 2, ([], [0]), True, {})
