@@ -12,7 +12,9 @@ float64, the first token whose prefix sum exceeds ``u * total``. A token's *gap*
 ``u * total`` lies outside that token's interval of the prefix sums, in units of
 ``2**-24 * total``; float32 prefix sums over V tokens, added in any order, are within
 ``V * 2**-24 * total`` of the exact ones (the bound the chain replay's envelope uses), so a
-gap below V is a difference float32 rounding can make.
+gap below V is a difference float32 rounding can make. `verify_tree` runs on MLX's CPU
+device unless ``--device gpu`` is given (MLX's GPU prefix sums are a parallel scan, so they
+round as the CPU's left-to-right sums do not).
 """
 
 from __future__ import annotations
@@ -143,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a trace (with --out), or summaries to add up (with --sum)")
     parser.add_argument("--out", type=Path, help="write the trace's summary (JSON) here")
     parser.add_argument("--sum", action="store_true", help="add up summaries and report")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="where MLX runs verify_tree: 'cpu' (default), as conform's "
+                             "replay does; 'gpu', MLX's GPU backend, whose prefix sums are a "
+                             "parallel scan")
     args = parser.parse_args(argv)
+    mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
     try:
         if args.sum:
             print(report(total([json.loads(f.read_text("utf-8")) for f in args.files])))

@@ -11,7 +11,8 @@
 # `--cache DIR`, `--thresholds 0.9 0.8`, `--max-nodes 6`). Writes OUT_DIR/LABEL.txt and a
 # line to OUT_DIR/summary.txt; exits 1 if the verdict is not the expected one. With
 # FINAL_DRAWS=1, final_draws.py first reads each trace (side by side) and writes, to
-# OUT_DIR/LABEL-draws.txt, where the kernel and verify_tree part and by how much.
+# OUT_DIR/LABEL-draws.txt, where the kernel and verify_tree part and by how much
+# (verify_tree on MLX's CPU, as conform replays it; FINAL_DRAWS_DEVICE=gpu: on MLX's GPU).
 set -u
 out="$1"; label="$2"; trees="$3"; vocab="$4"; expect="$5"; shift 5
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -34,7 +35,8 @@ if [ "${FINAL_DRAWS:-0}" = 1 ]; then
     for trace in "${traces[@]}"; do
         parts+=("$trace.draws.json")
         PYTHONPATH="$root/impl${PYTHONPATH:+:$PYTHONPATH}" "${CONFORM_PYTHON:-python}" \
-            "$here/final_draws.py" "$trace" --out "$trace.draws.json" > /dev/null &
+            "$here/final_draws.py" "$trace" --out "$trace.draws.json" \
+            --device "${FINAL_DRAWS_DEVICE:-cpu}" > /dev/null &
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || { echo "$label: final_draws.py failed" >&2; exit 1; }; done
