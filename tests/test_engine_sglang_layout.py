@@ -201,3 +201,39 @@ def test_drawn_rows_refuse_a_tree_not_numbered_level_by_level() -> None:
         record.write_drawn_round(run, [-1, -1, 1, 0], request, rows, 4, ([], [0]), True, {})
     with pytest.raises(ValueError, match="deeper than max_depth"):
         record.write_drawn_round(run, [-1, 0, 1], request, rows, 2, ([], [0]), True, {})
+
+
+def test_final_draws_counts_a_moved_draw_and_its_gap(tmp_path: Path) -> None:
+    """final_draws.py finds no difference on the spec's own verdicts, and one where a round's
+    token after the path is moved to its neighbour of positive mass, with a gap > 0."""
+    import base64
+    import json
+
+    from engines.sglang import final_draws, record
+
+    rng = np.random.default_rng(5)
+    requests = [record.random_request(rng, 50, 12, 4) for _ in range(30)]
+    text = _trace_text(requests, drawn=True)
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(text, "utf-8")
+    summary = final_draws.summarise(clean)
+    assert (summary["rounds"], summary["agree"], summary["draw_differs"]) == (30, 30, 0)
+    assert summary["engine_is_exact"] == summary["same_path"] == 30
+
+    lines = text.splitlines()
+    index = next(i for i, line in enumerate(lines) if '"tree-round"' in line)
+    record_ = json.loads(lines[index])
+    rows = np.frombuffer(base64.b64decode(record_["target"]["probs_b64"]),
+                         dtype="<f4").reshape(-1, 50)
+    row = rows[0 if not record_["path"] else record_["path"][-1] + 1]
+    kids = {t for n, t in enumerate(record_["node_tokens"])
+            if record_["parents"][n] == (record_["path"][-1] if record_["path"] else -1)}
+    token = record_["emitted"][-1]
+    record_["emitted"][-1] = next(t for t in range(50)
+                                  if t != token and row[t] > 0 and t not in kids)
+    lines[index] = json.dumps(record_)
+    moved = tmp_path / "moved.jsonl"
+    moved.write_text("\n".join(lines) + "\n", "utf-8")
+    summary = final_draws.summarise(moved)
+    assert (summary["agree"], summary["draw_differs"]) == (29, 1)
+    assert summary["engine_is_exact"] == 29 and summary["max_engine_gap"] > 0
