@@ -17,8 +17,11 @@ Runs SGLang's own verification code, loaded at run time from outside this reposi
 Each tree is random: a shape of up to ``--max-nodes`` drafts and depth ``--max-depth``,
 target rows drawn as a softmax of random logits, some truncated to a top-k (so candidates
 with p = 0 occur), and candidates chosen as the distinct top tokens of a noisy copy of the
-logits (drafter-side information). ``layout.py`` says how the kernel's arrays become a tree
-round. ``--fixed-cases`` runs SGLang's seven fixed cases instead.
+logits (drafter-side information). ``--rows numpy`` draws them on the CPU one row at a time;
+``--rows torch`` (the default with ``--kernel cuda``) a batch at a time by a torch generator
+on ``--device`` (`draw_batch`): other trees from the same seed. ``layout.py`` says how the
+kernel's arrays become a tree round. ``--fixed-cases`` runs SGLang's seven fixed cases
+instead.
 """
 
 from __future__ import annotations
