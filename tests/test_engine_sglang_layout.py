@@ -150,3 +150,90 @@ def test_a_map_blind_to_the_strict_comparison_is_caught_at_a_tie() -> None:
     assert _kernel_rule(p, tokens, coin) == 2
     assert _spec_rule(p, tokens, coin, strict=True) == 2
     assert _spec_rule(p, tokens, coin, strict=False) == 0
+
+
+def _trace_text(requests: list[layout.KernelRequest], *, drawn: bool) -> str:
+    """The recorder's trace of `requests` (V = 50, `verify_tree`'s verdicts as the kernel's
+    outcomes), written row by row (`_write_round`) or from float32 arrays as the GPU path
+    writes them (`write_drawn_round`)."""
+    import io
+
+    from engines.sglang import record
+
+    import specaccept_trace
+
+    text = io.StringIO()
+    with specaccept_trace.TraceWriter(text, vocab_size=50) as writer:
+        run = writer.start_run("r")
+        for request in requests:
+            accepted, emitted, tree = _spec(request, 4, strict=True)
+            if drawn:
+                rows = np.array(request.target_rows, dtype=np.float32)
+                record.write_drawn_round(run, tree.parents, request, rows, 4,
+                                         (accepted, emitted), True, {})
+            else:
+                record._write_round(run, request, 4, (accepted, emitted), True, {})
+    return text.getvalue()
+
+
+def test_drawn_rows_are_written_as_the_row_by_row_path_writes_them() -> None:
+    from engines.sglang import record
+
+    rng = np.random.default_rng(11)
+    requests = [record.random_request(rng, 50, 12, 4) for _ in range(40)]
+    row_by_row = _trace_text(requests, drawn=False)
+    assert row_by_row == _trace_text(requests, drawn=True)
+    assert row_by_row.count('"tree-round"') == 40
+
+
+def test_drawn_rows_refuse_a_tree_not_numbered_level_by_level() -> None:
+    import io
+
+    from engines.sglang import record
+
+    import specaccept_trace
+
+    request = layout.request_from_parents([-1, -1, 1, 0], [1, 2, 3, 4], 0,
+                                          [[1.0, 0.0, 0.0, 0.0, 0.0]] * 5, [0.5] * 5, 0.5)
+    rows = np.array(request.target_rows, dtype=np.float32)
+    run = specaccept_trace.TraceWriter(io.StringIO(), vocab_size=5).start_run("r")
+    with pytest.raises(ValueError, match="level by level"):
+        record.write_drawn_round(run, [-1, -1, 1, 0], request, rows, 4, ([], [0]), True, {})
+    with pytest.raises(ValueError, match="deeper than max_depth"):
+        record.write_drawn_round(run, [-1, 0, 1], request, rows, 2, ([], [0]), True, {})
+
+
+def test_final_draws_counts_a_moved_draw_and_its_gap(tmp_path: Path) -> None:
+    """final_draws.py finds no difference on the spec's own verdicts, and one where a round's
+    token after the path is moved to its neighbour of positive mass, with a gap > 0."""
+    import base64
+    import json
+
+    from engines.sglang import final_draws, record
+
+    rng = np.random.default_rng(5)
+    requests = [record.random_request(rng, 50, 12, 4) for _ in range(30)]
+    text = _trace_text(requests, drawn=True)
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(text, "utf-8")
+    summary = final_draws.summarise(clean)
+    assert (summary["rounds"], summary["agree"], summary["draw_differs"]) == (30, 30, 0)
+    assert summary["engine_is_exact"] == summary["same_path"] == 30
+
+    lines = text.splitlines()
+    index = next(i for i, line in enumerate(lines) if '"tree-round"' in line)
+    record_ = json.loads(lines[index])
+    rows = np.frombuffer(base64.b64decode(record_["target"]["probs_b64"]),
+                         dtype="<f4").reshape(-1, 50)
+    row = rows[0 if not record_["path"] else record_["path"][-1] + 1]
+    kids = {t for n, t in enumerate(record_["node_tokens"])
+            if record_["parents"][n] == (record_["path"][-1] if record_["path"] else -1)}
+    token = record_["emitted"][-1]
+    record_["emitted"][-1] = next(t for t in range(50)
+                                  if t != token and row[t] > 0 and t not in kids)
+    lines[index] = json.dumps(record_)
+    moved = tmp_path / "moved.jsonl"
+    moved.write_text("\n".join(lines) + "\n", "utf-8")
+    summary = final_draws.summarise(moved)
+    assert (summary["agree"], summary["draw_differs"]) == (29, 1)
+    assert summary["engine_is_exact"] == 29 and summary["max_engine_gap"] > 0

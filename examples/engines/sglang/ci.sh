@@ -8,7 +8,9 @@
 # ignore SGLang's acceptance thresholds (a run at 0.9 0.8 records the same rounds as at 1 1).
 # SGLang's greedy verifier (verify_tree_greedy_triton, the path eagle_sample takes on CPU and
 # XPU for every request) must conform on greedy requests (1,000 random trees) and fail the
-# law check on sampled ones (docs/results/sglang-cpu-greedy-commit.md).
+# law check on sampled ones (docs/results/sglang-cpu-greedy-commit.md); greedy trees whose rows
+# torch drew a batch at a time (`record.py --rows torch`, the CUDA recorder's default) must
+# conform too.
 # Run from the repository root (examples/engines/ci.sh calls it). The Triton port of the
 # tree kernel is in no release and has a stage of its own, check_triton_port.sh.
 set -euo pipefail
@@ -58,12 +60,16 @@ record_trees --kernel greedy-triton --sampled --trees "$short" \
     --out "$work/greedy-trees-sampled.jsonl.gz" > "$work/greedy-trees-sampled.json" \
     2> "$work/greedy-trees-sampled.err"
 wait "$trees"
+# The trees drawn by torch a batch at a time (the GPU path's rows, here on the CPU).
+record_trees --kernel greedy-triton --rows torch --trees "$short" \
+    --out "$work/greedy-trees-torch.jsonl.gz" > "$work/greedy-trees-torch.json" \
+    2> "$work/greedy-trees-torch.err"
 echo "sglang: recorded in $(($(date +%s) - t1))s:"
 cat "$work"/standard.json "$work"/block.json "$work"/mutant.json "$work"/mutant-block.json \
     "$work"/greedy-trees.json "$work"/greedy-trees-sampled.json
 
 t2=$(date +%s)
-for trace in standard block greedy-trees; do
+for trace in standard block greedy-trees greedy-trees-torch; do
     expect_conforms "$trace"
     grep -E "^(replay|tree-acceptance)" "$work/$trace.report" || true
     tail -n 1 "$work/$trace.report"

@@ -9,7 +9,10 @@
 # `conform --merge` reprints the report anywhere), the traces deleted. EXPECT is conform's
 # expected exit status (0: conforms, 1: fails). RECORD_ARGS go to record.py (say
 # `--cache DIR`, `--thresholds 0.9 0.8`, `--max-nodes 6`). Writes OUT_DIR/LABEL.txt and a
-# line to OUT_DIR/summary.txt; exits 1 if the verdict is not the expected one.
+# line to OUT_DIR/summary.txt; exits 1 if the verdict is not the expected one. With
+# FINAL_DRAWS=1, final_draws.py first reads each trace (side by side) and writes, to
+# OUT_DIR/LABEL-draws.txt, where the kernel and verify_tree part and by how much
+# (verify_tree on MLX's CPU, as conform replays it; FINAL_DRAWS_DEVICE=gpu: on MLX's GPU).
 set -u
 out="$1"; label="$2"; trees="$3"; vocab="$4"; expect="$5"; shift 5
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,6 +30,22 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || { echo "$label: a recorder failed" >&2; exit 1; }; done
 t1=$(date +%s); bytes=0
 for trace in "${traces[@]}"; do bytes=$(( bytes + $(stat -c %s "$trace") )); done
+if [ "${FINAL_DRAWS:-0}" = 1 ]; then
+    pids=(); parts=()
+    for trace in "${traces[@]}"; do
+        parts+=("$trace.draws.json")
+        PYTHONPATH="$root/impl${PYTHONPATH:+:$PYTHONPATH}" "${CONFORM_PYTHON:-python}" \
+            "$here/final_draws.py" "$trace" --out "$trace.draws.json" \
+            --device "${FINAL_DRAWS_DEVICE:-cpu}" > /dev/null &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || { echo "$label: final_draws.py failed" >&2; exit 1; }; done
+    PYTHONPATH="$root/impl${PYTHONPATH:+:$PYTHONPATH}" "${CONFORM_PYTHON:-python}" \
+        "$here/final_draws.py" --sum "${parts[@]}" > "$out/$label-draws.txt"
+    cp "${parts[@]}" "$out/" 2>/dev/null; rm -f "${parts[@]}"
+    echo "$label: draws compared in $(( $(date +%s) - t1 )) s" | tee -a "$out/summary.txt"
+    t1=$(date +%s)
+fi
 specaccept conform "${traces[@]}" --save-state "$out/$label-state.json.gz" \
     2>> "$out/$label.record.txt" || { echo "$label: conform could not run" >&2; exit 1; }
 rm -f "${traces[@]}"

@@ -17,13 +17,17 @@ Runs SGLang's own verification code, loaded at run time from outside this reposi
 Each tree is random: a shape of up to ``--max-nodes`` drafts and depth ``--max-depth``,
 target rows drawn as a softmax of random logits, some truncated to a top-k (so candidates
 with p = 0 occur), and candidates chosen as the distinct top tokens of a noisy copy of the
-logits (drafter-side information). ``layout.py`` says how the kernel's arrays become a tree
-round. ``--fixed-cases`` runs SGLang's seven fixed cases instead.
+logits (drafter-side information). ``--rows numpy`` draws them on the CPU one row at a time;
+``--rows torch`` (the default with ``--kernel cuda``) a batch at a time by a torch generator
+on ``--device`` (`draw_batch`): other trees from the same seed. ``layout.py`` says how the
+kernel's arrays become a tree round. ``--fixed-cases`` runs SGLang's seven fixed cases
+instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,9 +36,10 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 if __package__ in (None, ""):  # run as a script: make `engines.sglang` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -192,7 +197,9 @@ def cuda_kernel(cache: Path) -> tuple[Callable[..., None], dict[str, str]]:
     build = cache / "extracted" / "build-sglang-0.5.23"
     build.mkdir(parents=True, exist_ok=True)
     source = build / "tree_verify.cu"
-    source.write_text(_CUDA_WRAPPER, "utf-8")
+    if not source.exists() or source.read_text("utf-8") != _CUDA_WRAPPER:
+        # Rewritten only when it changed: a newer file makes every recorder rebuild (a minute).
+        source.write_text(_CUDA_WRAPPER, "utf-8")
     try:
         module = _build(cpp_extension, source, include, build)
     except Exception as error:  # nvcc, ninja and the loader raise their own types
@@ -242,13 +249,25 @@ def run_kernel(
         coins[b, :n] = torch.tensor(r.coins, dtype=torch.float32)
         target[b, :n] = torch.tensor(r.target_rows, dtype=torch.float32)
     final = torch.tensor([r.final_coin for r in requests], dtype=torch.float32)
+    return _launch(verify, candidates, links, coins, final, target.to(device), max_depth,
+                   thresholds, device)
+
+
+def _launch(
+    verify: Callable[..., None], candidates: Any, links: Any, coins: Any, final: Any,
+    target: Any, max_depth: int, thresholds: tuple[float, float], device: str,
+) -> list[tuple[list[int], list[int]]]:
+    """One kernel call on the batch's tensors (`target` already on `device`)."""
+    import torch
+
+    batch, slots = candidates.shape
     retrive = torch.arange(batch * slots, dtype=torch.int64).view(batch, slots)
     predicts = torch.full((batch * slots,), -1, dtype=torch.int32)
     accept_index = torch.full((batch, max_depth + 1), -1, dtype=torch.int32)
     accept_num = torch.zeros((batch,), dtype=torch.int32)
     tensors = [predicts, accept_index, accept_num, candidates, retrive, links[0].contiguous(),
-               links[1].contiguous(), coins, final, target, torch.zeros_like(target)]
-    tensors = [t.to(device) for t in tensors]
+               links[1].contiguous(), coins, final]
+    tensors = [t.to(device) for t in tensors] + [target, torch.zeros_like(target)]
     verify(*tensors, float(thresholds[0]), float(thresholds[1]))
     predicts_h, index_h, num_h = (t.cpu().tolist() for t in tensors[:3])
     out = []
@@ -287,10 +306,8 @@ def _triton_verify(module: ModuleType) -> Callable[..., None]:
 # --- random trees -------------------------------------------------------------------------
 
 
-def random_request(
-    rng: np.random.Generator, vocab: int, max_nodes: int, max_depth: int,
-) -> layout.KernelRequest:
-    """One random tree in the kernel's slots, its target rows and its coins."""
+def random_parents(rng: np.random.Generator, max_nodes: int, max_depth: int) -> list[int]:
+    """A random tree shape, level by level: the root has 1 to 3 children, a node 0 to 3."""
     parents: list[int] = []
     frontier, depth = [-1], 0
     while frontier and depth < max_depth and len(parents) < max_nodes:
@@ -302,6 +319,14 @@ def random_request(
                 parents.append(parent)
                 next_frontier.append(len(parents) - 1)
         frontier, depth = next_frontier, depth + 1
+    return parents
+
+
+def random_request(
+    rng: np.random.Generator, vocab: int, max_nodes: int, max_depth: int,
+) -> layout.KernelRequest:
+    """One random tree in the kernel's slots, its target rows and its coins."""
+    parents = random_parents(rng, max_nodes, max_depth)
     kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     for node, parent in enumerate(parents):
         kids[parent + 1].append(node)
@@ -324,6 +349,113 @@ def random_request(
         [float(c) for c in coins], final)
 
 
+# --- random trees drawn by torch, a batch at a time ----------------------------------------
+
+MAX_CHILDREN = 3
+"""`random_parents` gives a row at most this many children."""
+
+
+@dataclass(frozen=True)
+class DrawnBatch:
+    """Random trees whose rows a torch generator drew, node i of each at slot i + 1."""
+
+    parents: list[list[int]]
+    requests: list[layout.KernelRequest]
+    """Each tree's slots, coins and final coin; its `target_rows` are left empty."""
+    target: Any
+    """`[trees, slots, V]` float32 on the generator's device: the kernel's ``target_probs``
+    (slots past a tree's own hold a row the kernel never reads)."""
+    rows: Any
+    """`[R, V]` float32 on the host: every tree's rows, one tree after the other."""
+    first_row: list[int]
+    """Tree b's rows are ``rows[first_row[b] : first_row[b] + len(parents[b]) + 1]``."""
+
+
+def draw_batch(
+    rng: np.random.Generator, generator: Any, trees: int, vocab: int, max_nodes: int,
+    max_depth: int,
+) -> DrawnBatch:
+    """`trees` random trees as `random_request` makes them, their rows drawn by torch.
+
+    The shapes and every per-row number (logit scale, whether and where the row is cut to
+    a top-k, noise scale, coins) come from `rng`; the `[R, V]` draws (the logits and the
+    drafter's noise) from `generator`, on its device, for all R rows of the batch at
+    once. The top-k cut keeps the `keep` largest logits of a row (ties with the keep-th
+    kept too); candidates are a row's `MAX_CHILDREN` largest noisy logits
+    (`torch.topk`), in order. The rows come to the host in one transfer. Not the trees
+    `random_request` draws from the same seed: another source, drawn the same way.
+    """
+    import torch
+
+    if vocab < MAX_CHILDREN:
+        raise RecorderError(f"--vocab {vocab}: drawing rows with torch needs at least "
+                            f"{MAX_CHILDREN} tokens (a row's distinct candidates)")
+    device = generator.device
+    parents = [random_parents(rng, max_nodes, max_depth) for _ in range(trees)]
+    counts = [len(p) + 1 for p in parents]
+    first_row = [int(x) for x in np.cumsum([0, *counts[:-1]])]
+    total = sum(counts)
+    scale = rng.uniform(1.0, 4.0, total)
+    cut_rows = rng.random(total) < 0.5
+    keep = rng.integers(1, vocab + 1, total)
+    noise_scale = rng.uniform(0.2, 1.5, total)
+    coins = rng.random(total, dtype=np.float32)
+    finals = rng.random(trees, dtype=np.float32)
+    roots = rng.integers(vocab, size=trees)
+
+    def column(values: Any, dtype: Any) -> Any:
+        return torch.as_tensor(values, dtype=dtype).to(device)[:, None]
+
+    shape = (total, vocab)
+    logits = torch.randn(shape, generator=generator, device=device) * column(scale, torch.float32)
+    kth = torch.sort(logits, dim=1, descending=True).values.gather(
+        1, column(keep - 1, torch.int64))
+    cut = column(cut_rows, torch.bool) & (logits < kth)  # p = 0 exactly below the top-k
+    rows = torch.softmax(logits.masked_fill(cut, float("-inf")), dim=1)
+    noise = torch.randn(shape, generator=generator, device=device)
+    noisy = logits.masked_fill(cut, -30.0) + noise * column(noise_scale, torch.float32)
+    top = torch.topk(noisy, MAX_CHILDREN, dim=1).indices.cpu().tolist()
+    del logits, kth, cut, noise, noisy
+    slots = max(counts)
+    target = torch.zeros((trees, slots, vocab), dtype=torch.float32, device=device)
+    target[:, :, 0] = 1.0
+    tree_of = torch.repeat_interleave(torch.arange(trees), torch.tensor(counts))
+    slot_of = torch.cat([torch.arange(c) for c in counts])
+    target[tree_of.to(device), slot_of.to(device)] = rows
+    requests = []
+    for b, tree in enumerate(parents):
+        tokens, taken = [0] * len(tree), [0] * (len(tree) + 1)
+        for node, parent in enumerate(tree):
+            tokens[node] = int(top[first_row[b] + parent + 1][taken[parent + 1]])
+            taken[parent + 1] += 1
+        row_coins = coins[first_row[b]: first_row[b] + counts[b]]
+        requests.append(layout.request_from_parents(
+            tree, tokens, int(roots[b]), [], [float(c) for c in row_coins], float(finals[b])))
+    return DrawnBatch(parents, requests, target, rows.cpu().numpy(), first_row)
+
+
+def run_drawn(
+    verify: Callable[..., None], batch: DrawnBatch, max_depth: int,
+    thresholds: tuple[float, float], device: str,
+) -> list[tuple[list[int], list[int]]]:
+    """Verify a drawn batch in one kernel call, its rows already on the device."""
+    import torch
+
+    trees, slots = batch.target.shape[:2]
+    candidates = torch.zeros((trees, slots), dtype=torch.int64)
+    links = torch.full((2, trees, slots), -1, dtype=torch.int64)
+    coins = torch.zeros((trees, slots), dtype=torch.float32)
+    for b, r in enumerate(batch.requests):
+        n = len(r.candidates)
+        candidates[b, :n] = torch.tensor(r.candidates)
+        links[0, b, :n] = torch.tensor(r.next_token)
+        links[1, b, :n] = torch.tensor(r.next_sibling)
+        coins[b, :n] = torch.tensor(r.coins, dtype=torch.float32)
+    final = torch.tensor([r.final_coin for r in batch.requests], dtype=torch.float32)
+    return _launch(verify, candidates, links, coins, final, batch.target, max_depth,
+                   thresholds, device)
+
+
 # --- recording ----------------------------------------------------------------------------
 
 
@@ -333,10 +465,47 @@ def _write_round(
     *, greedy: bool = False, sampled: bool = False,
 ) -> None:
     tree = layout.tree_round(request, max_depth, strict=strict)
-    path, emitted, sample = layout.kernel_outcome(tree, outcome[0], outcome[1],
-                                                  request.final_coin)
     rows = np.zeros((len(tree.target_rows), run.trace.vocab_size), dtype="<f4")
     rows[:, : len(tree.target_rows[0])] = tree.target_rows  # the fixed cases' smaller V
+    _write_tree(run, tree, rows, request.final_coin, outcome, extra, greedy=greedy,
+                sampled=sampled)
+
+
+def write_drawn_round(
+    run: specaccept_trace.RunWriter, parents: Sequence[int], request: layout.KernelRequest,
+    rows: Any, max_depth: int, outcome: tuple[list[int], list[int]], strict: bool,
+    extra: dict[str, Any], *, greedy: bool = False, sampled: bool = False,
+) -> None:
+    """Write what `_write_round` writes for `request` with these rows (`[n + 1, V]`
+    float32, node i's at i + 1), without reading the rows one value at a time.
+
+    `layout.tree_round` renumbers the nodes level by level and leaves out those deeper
+    than `max_depth`; a tree drawn level by level (`random_parents`: parents in
+    nondecreasing order) within `max_depth` keeps its numbering, which is checked here.
+    """
+    depths = [0]
+    for node, parent in enumerate(parents):
+        if not -1 <= parent < node or (node and parent < parents[node - 1]):
+            raise ValueError(f"parents {list(parents)}: not numbered level by level")
+        depths.append(depths[parent + 1] + 1)
+    if max(depths) > max_depth:
+        raise ValueError(f"parents {list(parents)}: deeper than max_depth = {max_depth}")
+    tokens = list(request.candidates[1:])
+    coins = list(request.coins)
+    accept = layout.accept_uniforms(parents, tokens, cast("Sequence[Sequence[float]]", rows),
+                                    coins, strict=strict)
+    tree = layout.TreeRound(list(parents), tokens, [], list(range(len(parents) + 1)), accept,
+                            [0.0] * (max(depths) + 1))
+    _write_tree(run, tree, np.asarray(rows, dtype="<f4"), request.final_coin, outcome, extra,
+                greedy=greedy, sampled=sampled)
+
+
+def _write_tree(
+    run: specaccept_trace.RunWriter, tree: layout.TreeRound, rows: Any, final_coin: float,
+    outcome: tuple[list[int], list[int]], extra: dict[str, Any], *, greedy: bool,
+    sampled: bool,
+) -> None:
+    path, emitted, sample = layout.kernel_outcome(tree, outcome[0], outcome[1], final_coin)
     if greedy:
         # A greedy request's law is the one-hot row at the argmax (a sampled request's, with
         # --sampled, the row itself), and the verifier draws nothing: no uniforms.
@@ -356,21 +525,69 @@ def _write_round(
         extra=extra or None)
 
 
+def _share_coin(request: layout.KernelRequest) -> layout.KernelRequest:
+    """The planted mutant ``shared-coin``: one coin per tree, read by every row's children
+    and by the draw after the path (the kernel reads, and the trace records, that coin)."""
+    coin = request.coins[0]
+    return dataclasses.replace(request, coins=(coin,) * len(request.coins), final_coin=coin)
+
+
 def record_random(args: argparse.Namespace, verify: Callable[..., None],
-                  writer: specaccept_trace.TraceWriter, strict: bool) -> int:
+                  writer: specaccept_trace.TraceWriter, strict: bool,
+                  stages: dict[str, float] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     run = writer.start_run(f"sglang-seed-{args.seed}", extra={"seed": args.seed})
     done, step = 0, 0
+    if args.rows == "torch":
+        return _record_drawn(args, verify, run, rng, strict,
+                             {} if stages is None else stages)
     while done < args.trees:
         size = min(args.batch, args.trees - done)
         requests = [random_request(rng, args.vocab, args.max_nodes, args.max_depth)
                     for _ in range(size)]
+        if args.mutant == "shared-coin":
+            requests = [_share_coin(r) for r in requests]
         outcomes = run_kernel(verify, requests, args.max_depth, tuple(args.thresholds),
                               args.device)
         for slot, (request, outcome) in enumerate(zip(requests, outcomes, strict=True)):
             _write_round(run, request, args.max_depth, outcome, strict,
                          {"step": step, "slot": slot}, greedy=args.kernel == "greedy-triton",
                          sampled=args.sampled)
+        done, step = done + size, step + 1
+    return done
+
+
+def _record_drawn(args: argparse.Namespace, verify: Callable[..., None],
+                  run: specaccept_trace.RunWriter, rng: np.random.Generator,
+                  strict: bool, stages: dict[str, float]) -> int:
+    """`record_random` with rows drawn by `draw_batch`; adds each stage's seconds (draw,
+    kernel, write) to `stages`."""
+    import torch
+
+    generator = torch.Generator(device=args.device)
+    generator.manual_seed(args.seed)
+    done, step = 0, 0
+    for stage in ("draw", "kernel", "write"):
+        stages.setdefault(stage, 0.0)
+    while done < args.trees:
+        size = min(args.batch, args.trees - done)
+        start = time.perf_counter()
+        batch = draw_batch(rng, generator, size, args.vocab, args.max_nodes, args.max_depth)
+        if args.mutant == "shared-coin":
+            batch = dataclasses.replace(batch, requests=[_share_coin(r) for r in batch.requests])
+        drawn = time.perf_counter()
+        outcomes = run_drawn(verify, batch, args.max_depth, tuple(args.thresholds),
+                             args.device)
+        verified = time.perf_counter()
+        stages["draw"] += drawn - start
+        stages["kernel"] += verified - drawn
+        for slot, (tree, request, outcome) in enumerate(zip(batch.parents, batch.requests,
+                                                            outcomes, strict=True)):
+            first = batch.first_row[slot]
+            write_drawn_round(run, tree, request, batch.rows[first: first + len(tree) + 1],
+                              args.max_depth, outcome, strict, {"step": step, "slot": slot},
+                              greedy=args.kernel == "greedy-triton", sampled=args.sampled)
+        stages["write"] += time.perf_counter() - verified
         done, step = done + size, step + 1
     return done
 
@@ -444,6 +661,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="with --kernel greedy-triton: record each tree with the law its "
                              "request samples from (the random row), as SGLang does on CPU "
                              "and XPU for a sampled request (the trace must fail)")
+    parser.add_argument("--mutant", choices=("shared-coin",),
+                        help="plant a wrong engine: 'shared-coin' hands the kernel one coin "
+                             "per tree for every row and the final draw (the trace must fail "
+                             "tree-fresh)")
     parser.add_argument("--fixed-cases", action="store_true",
                         help="run SGLang's seven fixed cases instead of random trees")
     parser.add_argument("--case", action="append",
@@ -454,6 +675,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-nodes", type=_positive("--max-nodes"), default=12)
     parser.add_argument("--max-depth", type=_positive("--max-depth"), default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows", choices=("numpy", "torch"),
+                        help="how random trees' rows are drawn: 'numpy', on the CPU one row "
+                             "at a time (the default, but with --kernel cuda); 'torch', a "
+                             "batch at a time by a torch generator on --device (the default "
+                             "with --kernel cuda; other trees than 'numpy' draws)")
     parser.add_argument("--device", choices=("cpu", "cuda"),
                         help="default: cuda for --kernel cuda, else cpu (Triton's interpreter)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
@@ -462,10 +688,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the Triton port (default: CACHE/sglang-ba2453e/tree_sampling.py)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cuda" if args.kernel == "cuda" else "cpu")
+    args.rows = args.rows or ("torch" if args.kernel == "cuda" else "numpy")
     args.triton_source = args.triton_source or (
         args.cache / f"sglang-{TRITON_PORT_COMMIT[:7]}" / "tree_sampling.py")
     if args.kernel == "cuda" and args.device != "cuda":
         parser.error("--device cpu: the CUDA kernel runs on a GPU only")
+    if args.mutant and (args.fixed_cases or args.kernel == "greedy-triton"):
+        parser.error("--mutant plants a wrong coin in random trees of a sampling kernel: not "
+                     "with --fixed-cases or --kernel greedy-triton")
     if args.sampled and args.kernel != "greedy-triton":
         parser.error("--sampled needs --kernel greedy-triton")
     if args.kernel == "greedy-triton" and args.fixed_cases:
@@ -507,6 +737,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         vocab = _FIXED_CASES_VOCAB if args.fixed_cases else args.vocab
         header = {"kernel": args.kernel, "loaded_sha256": loaded,
                   "thresholds": list(args.thresholds), "vocab": vocab}
+        if args.mutant:
+            header["mutant"] = args.mutant
+        if args.rows == "torch" and not args.fixed_cases:
+            import torch
+
+            header["rows"] = f"torch {torch.__version__}, generator on {args.device}"
         start = time.perf_counter()
         with specaccept_trace.TraceWriter(str(args.out), vocab_size=vocab, engine=engine,
                                           extra=header) as writer:
@@ -515,8 +751,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                        strict)}
                 count = sum(len(v["accepted"]) for v in summary["fixed_cases"].values())
             else:
-                count = record_random(args, verify, writer, strict)
-                summary = {}
+                stages: dict[str, float] = {}
+                count = record_random(args, verify, writer, strict, stages)
+                summary = {"seconds_by_stage": {k: round(v, 2) for k, v in stages.items()}
+                           } if stages else {}
         seconds = time.perf_counter() - start
     except (RecorderError, specaccept_trace.TraceWriteError) as error:
         print(f"record.py: {error}", file=sys.stderr)
