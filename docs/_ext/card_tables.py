@@ -5,7 +5,9 @@ tables headed ``| Field | Type | ... | Meaning | Example |``. At 390 px their fi
 squeezed an example such as ``"transformers 4.46"`` to three letters a line, and the
 "Required" header broke into "Re-qui-red". The notation (``| Symbol | Meaning | In the
 code |``) broke its code one letter a line; the rules side by side (``| Rule id | ...``)
-and the float32 operation order (``| Step | ...``) hid their last columns behind a scroll.
+and the float32 operation order (``| Step | ...``) hid their last columns behind a scroll,
+and the function pages' arguments (``| Argument | Symbol | Shape / dtype | ...``) broke a
+dtype such as ``0-d int32`` mid-word.
 The Markdown stays a plain table (it must read on a code host); here a table of a spec
 page whose first header is one of `CARD_TABLE_HEADERS` gets the class ``card-table``, and
 each cell the class ``col-<its header>`` (``col-required``), which the stylesheet's phone
@@ -20,7 +22,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 
-CARD_TABLE_HEADERS = frozenset({"field", "symbol", "step", "rule-id", "key"})
+CARD_TABLE_HEADERS = frozenset({"field", "symbol", "step", "rule-id", "key", "argument"})
 """The first headers (as `_slug` writes them) of the tables that read as cards on a phone."""
 
 
