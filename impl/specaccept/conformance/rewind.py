@@ -13,7 +13,7 @@ __all__ = ["RewindState"]
 
 
 def _round_problems(round_: Round, prompt_length: int) -> list[str]:
-    """How the round's offsets break the rewind lemma's four rules (spec/trace_cache_offsets.md)."""
+    """How the round's offsets break the rewind lemma's four rules (spec/trace_format.md)."""
     cache = round_.cache
     assert cache is not None
     start = prompt_length + round_.position - 1  # L: tokens before the round's current token

@@ -1298,7 +1298,7 @@ def _tree_uniforms(value: object, line: int, size: int, depth: int) -> tuple[np.
 
 
 def _tree_round(reader: _Reader, record: dict[str, Any], line: int) -> TreeRound:
-    """Validate a ``tree-round`` record (spec/trace_tree_rounds.md)."""
+    """Validate a ``tree-round`` record (spec/trace_format.md, "Tree rounds")."""
     unknown = sorted(set(record) - _TREE_KEYS)
     if unknown:
         raise TraceError(line, unknown[0], f"is not a tree round field ({sorted(_TREE_KEYS)})")
