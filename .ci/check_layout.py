@@ -45,16 +45,6 @@ from typing import Any
 MAX_HEIGHT_PX = 15_000
 """The tallest page allowed, at either width (about 18 laptop screens, 22 phone screens)."""
 WIDTHS = (390, 1280)
-KNOWN_TALL_PX = {
-    "spec/index.html": 23_500,
-    "spec/trace_format.html": 29_500,
-    "results_mutation.html": 18_500,
-    "results_throughput_gpu_self.html": 17_000,
-}
-"""Pages still over `MAX_HEIGHT_PX` at 390 px, each with the height it may not pass (what it
-measured, plus about 3 %) until it is split: the normative pages of spec/, which tests and
-the wheel read by path, and two results pages made of generated tables. Each run prints
-them; a page not listed here fails as soon as it passes `MAX_HEIGHT_PX`."""
 SCREEN_HEIGHT_PX = 900
 SHOT_HEIGHT_PX = 6_000
 """How much of a page's top a screenshot holds."""
@@ -106,11 +96,10 @@ class Layout:
     clipped: tuple[str, ...]
     sideways: bool
 
-    def problems(self, max_height: int, known_tall: dict[str, int]) -> list[str]:
+    def problems(self, max_height: int) -> list[str]:
         found = []
-        limit = max(max_height, known_tall.get(self.page, 0))
-        if self.height > limit:
-            found.append(f"{self.height:,} px tall (limit {limit:,}): split it by topic")
+        if self.height > max_height:
+            found.append(f"{self.height:,} px tall (limit {max_height:,}): split it by topic")
         found += [f"display equation cut off with no scroll: {text!r}" for text in self.clipped]
         if self.sideways:
             found.append("the page scrolls sideways")
@@ -278,7 +267,7 @@ def self_test(browser: str) -> list[str]:
                 f'content="width=device-width, initial-scale=1"></head><body>{body}</body></html>',
                 "utf-8")
         for layout in measure_site(site, browser):
-            problems = " ".join(layout.problems(MAX_HEIGHT_PX, {}))
+            problems = " ".join(layout.problems(MAX_HEIGHT_PX))
             wanted = PLANTED[layout.page][1]
             if not wanted and problems:
                 wrong.append(f"{layout.page} at {layout.width} px: flagged: {problems}")
@@ -346,13 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {page} | " + " | ".join(f"{heights[w]:,}" for w in WIDTHS) + " |")
     failures = 0
     for layout in layouts:
-        for problem in layout.problems(args.max_height, KNOWN_TALL_PX):
+        for problem in layout.problems(args.max_height):
             failures += 1
             print(f"{layout.page} at {layout.width} px: {problem}")
-        if args.max_height < layout.height <= KNOWN_TALL_PX.get(layout.page, 0):
-            print(f"{layout.page} at {layout.width} px: {layout.height:,} px tall, over "
-                  f"{args.max_height:,} but within its known ceiling of "
-                  f"{KNOWN_TALL_PX[layout.page]:,} (still to split)")
     pages = len({layout.page for layout in layouts})
     equations = sum(layout.equations for layout in layouts if layout.width == WIDTHS[0])
     print(f"check_layout: {pages} pages at {' and '.join(map(str, WIDTHS))} px, "

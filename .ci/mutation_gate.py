@@ -405,6 +405,32 @@ def run_all(
 # --- the report --------------------------------------------------------------------------
 
 
+SAMPLER_FILES = frozenset({"sampling.py", "sampler_config.py", "penalties.py", "dry.py",
+                           "dry_fast.py", "draw_law.py", "validation.py"})
+MUTANT_GROUPS = (
+    ("sampler", "The sampler: its laws, penalties, draw and checks"),
+    ("verification", "Verification: acceptance, blocks, trees, rewind, keying, closed forms"),
+    ("shell-and-kit", "The shell and the conformance kit"),
+)
+"""The report's tables, one per group of mutated files: the mutants of one table fill a page
+of the site (each of docs/results_mutation_*.md includes one table by the markers the report
+writes around it), where one table of every mutant made a page 18,000 px tall on a phone."""
+GROUPS_BEGIN = "<!-- the mutants, by group -->"
+"""Written after the scores: the site's summary page includes the report up to here."""
+
+
+def mutant_group(path: str) -> str:
+    """The group of `MUTANT_GROUPS` a mutant of the file `path` is listed in."""
+    if not path.startswith("impl/specaccept/core/"):
+        return "shell-and-kit"
+    return "sampler" if Path(path).name in SAMPLER_FILES else "verification"
+
+
+def group_markers(group: str) -> tuple[str, str]:
+    """The comment lines the report writes before and after `group`'s table."""
+    return f"<!-- mutants: {group} -->", f"<!-- end of mutants: {group} -->"
+
+
 def score(outcomes: Sequence[Outcome]) -> str:
     killed = sum(o.killed for o in outcomes)
     return f"{killed}/{len(outcomes)} ({100.0 * killed / max(len(outcomes), 1):.1f}%)"
@@ -440,19 +466,27 @@ def report(
         missed = [o.name for o in vectors if not o.killed]
         if missed:
             lines.append(f"- Missed by the vectors: {', '.join(f'`{m}`' for m in missed)}")
-    lines += ["", "| mutant | file | whole suite: first failing test | vectors | what it breaks |",
-              "| ------ | ---- | ------------------------------- | ------- | -------------- |"]
-    for m in mutants:
-        name = m.name
-        s, v = by_suite.get(name), by_vectors.get(name)
-        suite_cell = "not run" if s is None else (
-            f"`{s.killer}`".replace("|", "\\|") if s.killed else "SURVIVED")
-        vector_cell = ("not run (no family)" if v is None and not m.vectors else
-                       "not run" if v is None else "killed" if v.killed else
-                       "missed" if m.vectors else "missed (no family)")
-        breaks = m.breaks.replace("|", "\\|")
-        lines.append(f"| `{name}` | `{Path(m.path).name}` | {suite_cell} | {vector_cell} | "
-                     f"{breaks} |")
+    lines += ["", GROUPS_BEGIN]
+    for group, title in MUTANT_GROUPS:
+        members = [m for m in mutants if mutant_group(m.path) == group]
+        if not members:
+            continue
+        begin, end = group_markers(group)
+        lines += ["", f"## {title} ({len(members)} mutants)", "", begin, "",
+                  "| mutant | file | whole suite: first failing test | vectors | what it breaks |",
+                  "| ------ | ---- | ------------------------------- | ------- | -------------- |"]
+        for m in members:
+            name = m.name
+            s, v = by_suite.get(name), by_vectors.get(name)
+            suite_cell = "not run" if s is None else (
+                f"`{s.killer}`".replace("|", "\\|") if s.killed else "SURVIVED")
+            vector_cell = ("not run (no family)" if v is None and not m.vectors else
+                           "not run" if v is None else "killed" if v.killed else
+                           "missed" if m.vectors else "missed (no family)")
+            breaks = m.breaks.replace("|", "\\|")
+            lines.append(f"| `{name}` | `{Path(m.path).name}` | {suite_cell} | {vector_cell} | "
+                         f"{breaks} |")
+        lines += ["", end]
     lines += ["", "The catalogue, with each mutant's exact edit, is `.ci/mutants.py`; "
               "mutants left out as equivalent are listed in its docstring."]
     return "\n".join(lines) + "\n"

@@ -44,6 +44,9 @@ extensions = [
     "cli_reference",
     # Local: the API page's groups from __all__ and the home page's module table.
     "code_index",
+    # Local: reference tables (Field | Type | ..., Symbol, Step, Rule id) marked, to read as
+    # cards on a phone.
+    "card_tables",
 ]
 
 source_suffix = {".md": "markdown"}

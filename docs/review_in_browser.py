@@ -6,62 +6,57 @@ is a manual review, not a CI step):
 
     python docs/review_in_browser.py docs/_build/html OUT_DIR
 
-1. Screenshots of the index, start here, two proofs, a spec page, the ceiling table, the
-   results, the porting guide, the API and CLI references
-   at 1280 px (desktop) and 390 px (phone) wide, into OUT_DIR, for a person to look at.
+1. Every page at 1280 px (desktop) and 390 px (phone) wide, through `.ci/check_layout.py`'s
+   DevTools session: the width is set by device emulation, so the page lays out at exactly
+   that width (``--window-size`` cannot: headless Chromium widens a window narrower than
+   500 px, and a "390 px" screenshot showed the 500 px layout). For the index, start here,
+   two proofs, spec pages, the ceiling table, the results, the porting guide, the API and
+   CLI references, a screenshot of the page's top at each width goes into OUT_DIR, for a
+   person to look at. Every page's height, display equations that scroll, any equation cut
+   off and any page that scrolls sideways are measured there too; pages over
+   `check_layout.MAX_HEIGHT_PX` tall are named, and a clipped equation or a sideways page
+   fails the review.
 2. For every page (the highlighted sources under ``_modules/`` aside), the DOM after the
    page's scripts ran: each math element must hold a MathJax ``mjx-container``, no
    ``mjx-merror``, and no backslash in the text MathJax reads out: it was typeset, not left
    as raw TeX, shown as a TeX error, or shown with a macro's backslash.
    Prints the totals and every page that fails, and exits 1 if any does.
-3. For every page at both widths, once MathJax is done: the page's height, its display
-   equations that are wider than their box (they scroll, with a shadow on the side that has
-   more), any that are cut off instead (wider than their box, which does not scroll), and
-   whether the page itself scrolls sideways. Prints pages over `TALL_PX` tall and every
-   clipped equation or sideways page; those last two fail the review.
 
 Chromium resolves no host name but ``localhost`` here (``--host-resolver-rules``), so a
 page that needed the network would show it. ``--virtual-time-budget`` lets MathJax finish
-before the screenshot or the DOM is taken.
+before the DOM is taken.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 from bs4 import BeautifulSoup, Tag
 
+
+def _load_check_layout() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / ".ci" / "check_layout.py"
+    spec = importlib.util.spec_from_file_location("check_layout", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layout = _load_check_layout()
+
 PAGES = ("index", "start_here", "proofs/single_position", "proofs/block_verification",
-         "spec/rewind_trim", "spec/verify_tokenwise", "ceiling", "results", "results_mutation",
-         "porting", "api", "generator")
-WIDTHS = (1280, 390)
-TALL_PX = 15_000
-"""A page taller than this, at either width, is named for a person to look at."""
-MEASURE = """<script>
-window.addEventListener("load", () => {
-  const done = () => {
-    const equations = [...document.querySelectorAll('mjx-container[display="true"]')];
-    const wider = equations.filter(e => e.scrollWidth > e.clientWidth + 1);
-    const scrolls = e => ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
-    document.body.setAttribute("data-review", JSON.stringify({
-      height: document.documentElement.scrollHeight,
-      equations: equations.length,
-      scrolling: wider.length,
-      clipped: wider.filter(e => !scrolls(e)).map(e => e.textContent.slice(0, 40)),
-      sideways: document.documentElement.scrollWidth > window.innerWidth + 1,
-    }));
-  };
-  const ready = window.MathJax && MathJax.startup && MathJax.startup.promise;
-  ready ? MathJax.startup.promise.then(() => setTimeout(done, 200)) : setTimeout(done, 500);
-});
-</script>"""
-HEIGHT = 2400
+         "spec/index", "spec/rewind_trim", "spec/verify_tokenwise", "spec/trace_format",
+         "ceiling", "results", "results_mutation", "results_mutation_verification", "porting",
+         "api", "cli", "generator")
 OFFLINE_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -81,16 +76,6 @@ def chromium(*arguments: str) -> str:
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     return result.stdout
-
-
-def take_screenshots(site: Path, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for page in PAGES:
-        for width in WIDTHS:
-            target = out / f"{page.replace('/', '_')}-{width}.png"
-            chromium(f"--window-size={width},{HEIGHT}", f"--screenshot={target}",
-                     (site / f"{page}.html").as_uri())
-            print(f"wrote {target}" if target.exists() else f"NO SCREENSHOT: {target}")
 
 
 def typeset(math: Tag) -> bool:
@@ -113,38 +98,23 @@ def untypeset_math(page: Path) -> tuple[int, list[str]]:
     return len(elements), raw
 
 
-def measure(page: Path, width: int) -> dict[str, object]:
-    """Height, display equations and overflow of `page` at `width`, once MathJax is done.
-
-    A copy of the page with the measuring script sits beside it (so its relative links to
-    the stylesheets and MathJax hold) while Chromium reads it, and is removed after.
-    """
-    copy = page.with_name(f".review-{page.name}")
-    copy.write_text(page.read_text("utf-8").replace("</body>", MEASURE + "</body>"), "utf-8")
-    try:
-        dom = BeautifulSoup(chromium(f"--window-size={width},{HEIGHT}", "--dump-dom",
-                                     copy.as_uri()), "html.parser")
-    finally:
-        copy.unlink()
-    body = dom.find("body")
-    found = body.get("data-review") if isinstance(body, Tag) else None
-    return json.loads(str(found)) if found else {"height": -1, "error": "no measurement"}
-
-
-def review_layout(site: Path, pages: list[Path]) -> int:
-    """Measure every page at both widths; print tall pages and any clipped equation."""
+def review_layout(site: Path, out: Path) -> int:
+    """Measure every page at both widths, screenshot `PAGES` into `out`; print tall pages and
+    every clipped equation or sideways page, and return how many of those last there are."""
+    out.mkdir(parents=True, exist_ok=True)
+    layouts = check_layout.measure_site(site, "chromium", shots=out,
+                                        shot_pages=tuple(f"{page}.html" for page in PAGES))
     problems = 0
-    for page in pages:
-        for width in WIDTHS:
-            found = measure(page, width)
-            name = f"{page.relative_to(site)} at {width} px"
-            if found.get("clipped") or found.get("sideways") or "error" in found:
-                problems += 1
-                print(f"{name}: {found}")
-            elif int(str(found["height"])) > TALL_PX:
-                print(f"{name}: {found['height']} px tall")
-    print(f"{len(pages)} pages at {' and '.join(map(str, WIDTHS))} px: "
-          f"{problems} with a clipped equation, a sideways scroll or no measurement")
+    for layout in layouts:
+        name = f"{layout.page} at {layout.width} px"
+        if layout.clipped or layout.sideways:
+            problems += 1
+            print(f"{name}: clipped {list(layout.clipped)}, sideways {layout.sideways}")
+        elif layout.height > check_layout.MAX_HEIGHT_PX:
+            print(f"{name}: {layout.height:,} px tall")
+    pages = len({layout.page for layout in layouts})
+    print(f"{pages} pages at {' and '.join(map(str, check_layout.WIDTHS))} px: "
+          f"{problems} with a clipped equation or a sideways scroll; screenshots in {out}")
     return problems
 
 
@@ -156,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     site: Path = args.site.resolve()
     if shutil.which("chromium") is None:
         sys.exit("review_in_browser: no `chromium` on the PATH")
-    take_screenshots(site, args.out)
+    problems = review_layout(site, args.out)
     pages = sorted(p for p in site.rglob("*.html") if "_modules" not in p.parts)
     total = failing = 0
     for page in pages:
@@ -167,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{page.relative_to(site)}: {len(raw)} of {count} not typeset, e.g. {raw[:3]}")
     print(f"{len(pages)} pages, {total} math elements, "
           f"{'all typeset' if not failing else f'{failing} pages with raw TeX'}")
-    problems = review_layout(site, pages)
     return 1 if failing or problems else 0
 
 

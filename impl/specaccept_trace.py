@@ -27,7 +27,7 @@ A *compact* trace (``TraceWriter(..., compact=share)``, version 2, needs NumPy) 
 round, the statistics the checks read, computed here from the laws the engine hands
 ``write_round`` (``target_probs``, ``draft_probs``), and the rows themselves only for a
 seeded share of rounds (and every ``block`` round): its size a round does not grow with
-the vocabulary beyond that share. See spec/trace_format.md, "Compact traces".
+the vocabulary beyond that share. See spec/compact_traces.md.
 """
 
 from __future__ import annotations

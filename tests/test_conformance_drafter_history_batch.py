@@ -328,7 +328,7 @@ def test_a_batched_round_satisfies_the_schema() -> None:
 def test_the_format_pages_batched_example_is_read_and_passes(tmp_path: Path) -> None:
     import re
 
-    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_format.md").read_text("utf-8")
+    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_examples.md").read_text("utf-8")
     block = next(b for b in re.findall(r"```json\n(.*?)```", page, re.DOTALL) if '"batch"' in b)
     records: list[str] = []
     for line in block.splitlines():

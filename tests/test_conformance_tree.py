@@ -1,5 +1,5 @@
 """The conformance kit on tree rounds: the tree generator conforms, each broken tree engine
-is caught, and the tree-round record is read and written as spec/trace_format.md says."""
+is caught, and the tree-round record is read and written as spec/trace_tree_rounds.md says."""
 
 from __future__ import annotations
 
@@ -202,8 +202,8 @@ def test_writer_refuses_what_the_reader_refuses() -> None:
 
 
 def test_the_format_pages_tree_example_is_read_and_replays(tmp_path: Path) -> None:
-    """The tree round of spec/trace_format.md's example: read, and every run check passes."""
-    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_format.md").read_text()
+    """The tree round of spec/trace_examples.md: read, and every run check passes."""
+    page = (Path(__file__).resolve().parents[1] / "spec" / "trace_examples.md").read_text()
     block = re.findall(r"```json\n(.*?)```", page, re.DOTALL)[-1]
     records: list[str] = []
     for line in block.splitlines():

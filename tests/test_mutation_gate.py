@@ -129,3 +129,27 @@ def test_the_pages_follow_the_mutated_source(tmp_path: Path) -> None:
     previous = gate.follow_the_source(tmp_path)
     assert previous == {page: before}
     assert "must be >= 1; got {n}" in page.read_text("utf-8")
+
+
+def test_every_group_of_the_report_has_a_page_and_every_mutant_a_group() -> None:
+    # The site shows the report's tables one page a group, each page including its table by
+    # the markers the report writes: a group whose markers no page includes would vanish
+    # from the site, and a renamed marker would include nothing.
+    gate = load_gate()
+    report = (ROOT / "docs" / "results" / "mutation.md").read_text("utf-8")
+    pages = "".join(p.read_text("utf-8") for p in (ROOT / "docs").glob("results_mutation*.md"))
+    assert f'"{gate.GROUPS_BEGIN}"' in pages
+    for group, _ in gate.MUTANT_GROUPS:
+        for marker in gate.group_markers(group):
+            assert marker in report, f"the report lacks {marker}"
+            assert f'"{marker}"' in pages, f"no docs page includes {marker}"
+    groups = {gate.mutant_group(m.path) for m in gate.default_catalogue.MUTANTS}
+    assert groups == {group for group, _ in gate.MUTANT_GROUPS}
+    # A planted report of two mutants in different groups lists each under its own markers.
+    core = gate.Mutant("a", "impl/specaccept/core/sampling.py", (("x", "y"),), "breaks")
+    kit = gate.Mutant("b", "impl/specaccept/conformance/law.py", (("x", "y"),), "breaks")
+    text = gate.report("cmd", [core, kit], None, None, 1.0, 1, None)
+    begin, end = gate.group_markers("sampler")
+    sampler = text.split(begin)[1].split(end)[0]
+    assert "`a`" in sampler and "`b`" not in sampler
+    assert gate.group_markers("verification")[0] not in text  # an empty group is left out

@@ -215,7 +215,7 @@ def _example_lines(page: str) -> list[dict[str, Any]]:
 def test_the_format_pages_examples_follow_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(SCHEMA)
-    examples = _example_lines((ROOT / "spec" / "trace_format.md").read_text("utf-8"))
+    examples = _example_lines((ROOT / "spec" / "trace_examples.md").read_text("utf-8"))
     assert [r.get("version", r.get("record", r.get("run", "round"))) for r in examples] == [
         1, "round", 2, "run", "run", "a", "b", 2, "run", "run", "r0", "r1", 2, "run",
         "tree-round"]

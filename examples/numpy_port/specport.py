@@ -2,7 +2,7 @@
 
 A second implementation, written the way an engine team would write theirs: every function
 below follows its spec page (spec/<name>.md), in float32, in the operation order of
-spec/index.md ("Float32 operation order"), and rejects what spec/validation.md says
+spec/float32_operation_order.md, and rejects what spec/validation.md says
 a port must reject, raising `ArgumentTypeError` or `ArgumentValueError` (subclasses of
 `TypeError` and `ValueError`) that carry the `argument` they name. It imports no MLX.
 
