@@ -17,6 +17,7 @@ from specaccept.conformance.pieces import STATE_VERSION, state_schema
 
 SCHEMA_DIGESTS = {
     2: "a05fdceab4a3cb332022a6371c477c6fe3d778bc4e05f32b982266367c4fda4e",
+    3: "0271d62228a8ec5353ce8f5c2aa94396647d6dc1b4b35a3ee08b4971bc2fe7b8",
 }
 """Per state format version, the SHA-256 of its `state_schema` as sorted JSON. Changed the
 fields of a state? Bump `STATE_VERSION` and add the new version's digest here; never edit

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 STATE_FORMAT = "specaccept-conform-state"
-STATE_VERSION = 2
+STATE_VERSION = 3
 """The version of the saved state's JSON; a state of another version is refused. A change
 to `state_schema` must bump it: a state whose fields no longer match its classes would be
 refused only as malformed, or worse, read with another meaning (a test holds each version

@@ -29,7 +29,7 @@ from specaccept.conformance.trace import Round
 from specaccept.core.acceptance import AcceptanceRule, verify_draft_token
 from specaccept.core.sampling import sample_from_distribution
 
-__all__ = ["PowerProduct", "ReplayState"]
+__all__ = ["PowerProduct", "ReplayState", "draw_near", "envelope"]
 
 
 def _scalar(array: mx.array) -> int:
@@ -126,15 +126,15 @@ def _within_envelope(
         # residual's entries are differences of p and q, so their rounding is a share of
         # p's and q's mass, not of the residual's: the window scales with both laws.
         weights = np.maximum(p * (1 + tol) - q * (1 - tol), 0.0)
-        return _draw_near(weights, float(u[i, 1]), token, tol * float(p.sum() + q.sum()))
+        return draw_near(weights, float(u[i, 1]), token, tol * float(p.sum() + q.sum()))
     if rule is AcceptanceRule.GREEDY_ARGMAX or (i == round_.k and rule is None):
         return bool(p[token] >= p.max() * (1 - tol))
     # Sampler-match's target draw and every bonus draw: from p.
     drawn = token if i == round_.k or not accepted else round_.draft_tokens[i]
-    return _draw_near(p, float(u[i, 1]), drawn, tol * float(p.sum()))
+    return draw_near(p, float(u[i, 1]), drawn, tol * float(p.sum()))
 
 
-def _draw_near(weights: np.ndarray, u: float, token: int, window: float) -> bool:
+def draw_near(weights: np.ndarray, u: float, token: int, window: float) -> bool:
     """Whether u * total falls in `token`'s interval of the inverse-CDF draw, widened by
     `window` (probability mass) on each side, twice over: once for the interval's ends and
     once for the total that scales u."""

@@ -43,6 +43,7 @@ from specaccept.conformance.law import (
     sampler_stratum,
     stratum_cell,
 )
+from specaccept.conformance.replay import draw_near, envelope
 from specaccept.conformance.report import CheckResult, Verdict
 from specaccept.conformance.trace import Trace, TreeRound, unit_hash
 from specaccept.core.tree import TreeScheme, verify_tree
@@ -106,15 +107,16 @@ def _proposal_after(scheme: str, q: np.ndarray, token: int, drawn: np.ndarray) -
     return kept / mass if mass > 0 else kept
 
 
-def _walk(round_: TreeRound, row: int) -> tuple[list[float], list[np.ndarray]]:
+def _walk(round_: TreeRound, row: int) -> tuple[list[float], list[np.ndarray], list[float]]:
     """At `row`: each child's acceptance probability given the earlier siblings were
-    rejected, and the residual r before each child (and after the last), in float64."""
+    rejected, the residual r before each child (and after the last), in float64, and the
+    mass each rejection left before it was normalised away."""
     kids = round_.children[row]
     tokens = [round_.node_tokens[c] for c in kids]
     q = (round_.draft_rows[row].astype(np.float64) if round_.draft_rows is not None
          else np.zeros(round_.target_rows.shape[1]))
     r = round_.target_rows[row].astype(np.float64)
-    chances, residuals = [], [r]
+    chances, residuals, masses = [], [r], []
     drawn = np.zeros(r.shape[0], dtype=bool)
     for token in tokens:
         q_j = _proposal_after(round_.scheme, q, token, drawn)
@@ -127,7 +129,8 @@ def _walk(round_: TreeRound, row: int) -> tuple[list[float], list[np.ndarray]]:
         mass = excess.sum()
         r = excess / mass if mass > 0 else r
         residuals.append(r)
-    return chances, residuals
+        masses.append(float(mass))
+    return chances, residuals, masses
 
 
 def node_acceptance(round_: TreeRound, row: int) -> float:
@@ -153,7 +156,7 @@ def node_acceptance(round_: TreeRound, row: int) -> float:
     if round_.scheme == "deterministic":
         p = round_.target_rows[row].astype(np.float64)
         return min(1.0, float(sum(p[round_.node_tokens[c]] for c in round_.children[row])))
-    chances, _ = _walk(round_, row)
+    chances, _, _ = _walk(round_, row)
     return 1.0 - math.prod(1.0 - a for a in chances)
 
 
@@ -185,6 +188,33 @@ def _verify(round_: TreeRound, scheme: TreeScheme) -> tuple[list[int], int]:
 def _agrees(round_: TreeRound, nodes: list[int], token: int) -> bool:
     emitted = [*(round_.node_tokens[n] for n in nodes), token]
     return list(round_.path) == nodes and list(round_.emitted) == emitted[: len(round_.emitted)]
+
+
+def draw_near_boundary(round_: TreeRound, nodes: list[int]) -> bool:
+    """Whether a divergent round keeps the spec's path and the engine's draw after it lies
+    within float32 summation of the spec's: u times the law's total within the rounding any
+    order of float32 sums may put on its prefix sums (`envelope`, widened by each sibling
+    rejection's renormalisation, whose error grows as the residual's mass shrinks).
+
+    Tree rows are the probabilities the engine used, so replay stays exact; this only tells
+    an engine whose sums run in another order (a blocked GPU scan, say) from one that draws
+    from another law.
+    """
+    if (list(round_.path) != nodes or round_.next_token is None
+            or round_.sample_uniforms is None):
+        return False
+    row = round_.path_rows[len(round_.path)]
+    law = round_.target_rows[row].astype(np.float64)
+    sums, smallest = 1, 1.0
+    if round_.children[row]:
+        _, residuals, masses = _walk(round_, row)
+        law, sums = residuals[-1], 1 + len(masses)
+        smallest = min([smallest, *masses])
+    if smallest <= 0:
+        return False
+    window = envelope(law.shape[0]) * sums / smallest * float(law.sum())
+    return draw_near(law, float(round_.sample_uniforms[len(round_.path)]),
+                      round_.next_token, window)
 
 
 def _replay_diagnosis(round_: TreeRound, nodes: list[int], token: int) -> str:
@@ -229,6 +259,10 @@ class TreeReplayState(State):
     replayed: int = 0
     divergent: int = 0
     first: str = ""
+    near_boundary: int = 0
+    """Divergent rounds that keep the spec's path and whose draw after it lands within
+    float32 summation of a boundary (`draw_near_boundary`): an engine that sums the law in
+    another order than the spec's, not one that draws from another law."""
 
     def update(self, round_: TreeRound) -> None:
         self.rounds += 1
@@ -239,12 +273,14 @@ class TreeReplayState(State):
         if not _agrees(round_, nodes, token):
             self.divergent += 1
             self.first = self.first or _replay_diagnosis(round_, nodes, token)
+            self.near_boundary += draw_near_boundary(round_, nodes)
 
     def merge(self, other: TreeReplayState) -> None:
         self.rounds += other.rounds
         self.replayed += other.replayed
         self.divergent += other.divergent
         self.first = self.first or other.first
+        self.near_boundary += other.near_boundary
 
     def result(self) -> CheckResult:
         """Each tree round with uniforms equals `verify_tree` on them; zero tolerance."""
@@ -252,11 +288,16 @@ class TreeReplayState(State):
         if not self.replayed:
             return CheckResult(name, Verdict.NOT_RUN, "n/a", threshold,
                                "no tree round records its uniforms")
+        detail = self.first or (f"{self.rounds - self.replayed} tree rounds without uniforms"
+                                if self.replayed < self.rounds else "")
+        if self.near_boundary:
+            detail += (f"; {self.near_boundary} of the {self.divergent} divergent rounds keep "
+                       "the spec's path and draw after it within float32 summation of a "
+                       "boundary: the engine's prefix sums are not the spec's left-to-right "
+                       "float32 order (spec/float32_operation_order.md)")
         return CheckResult(
             name, Verdict.FAIL if self.divergent else Verdict.PASS,
-            f"divergent tree rounds = {self.divergent} of {self.replayed}", threshold,
-            self.first or (f"{self.rounds - self.replayed} tree rounds without uniforms"
-                           if self.replayed < self.rounds else ""))
+            f"divergent tree rounds = {self.divergent} of {self.replayed}", threshold, detail)
 
 
 def check_tree_replay(rounds: Iterable[TreeRound]) -> CheckResult:
