@@ -1492,6 +1492,18 @@ MUTANTS: tuple[Mutant, ...] = (
         scope="TreeLawState.update",
     ),
     mutant(
+        "tree-replay-calls-every-divergence-rounding", TREE_CHECKS,
+        "    return draw_near(law, float(round_.sample_uniforms[len(round_.path)]),\n"
+        "                      round_.next_token, window)",
+        "    return True",
+        "tree replay says every divergent round that keeps the spec's path is float32 "
+        "summation order, a draw from another law included",
+        vectors=False,
+        first_tests=("tests/test_conformance_tree_replay_boundary.py::"
+                     "test_a_draw_far_from_the_boundary_is_not_called_rounding",),
+        scope="draw_near_boundary",
+    ),
+    mutant(
         "temperature-squared-model-is-p", CONFORMANCE_BUGS,
         "np.exp((logs - logs[support].max()) / temperature)",
         "np.exp(logs - logs[support].max())",
