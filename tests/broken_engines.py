@@ -104,9 +104,8 @@ BUGS = (
     # twice does: too sharp in the run at 0.5 (drawn at 0.25), too flat in the run at 1.5
     # (2.25). The two pull a pooled law histogram in opposite directions (it passes); the
     # law check's sum over sampler settings sees each. At 0.7 and 1.3 the effect is weaker
-    # on this pair (a correct trace's law power is 0.47 at 300 rounds there, 0.97 at 200
-    # rounds here). Sampler-match, since the stochastic rule's residual betrays the bug to
-    # the support check first.
+    # on this pair (the power table's variant). Sampler-match, since the stochastic rule's
+    # residual betrays the bug to the support check first.
     EngineCase("temperature-squared", AcceptanceRule.SAMPLER_MATCH,
                SamplerConfig(temperature=0.5), 200, ("law",), temperatures=(0.5, 1.5)),
 )
@@ -374,23 +373,28 @@ POWER_TARGET = 0.99
 POWER_MAX_ROUNDS = 600
 """The longest correct trace the power search reads; beyond it the table says "more"."""
 POWER_SEEDS = 20
-POWER_VARIANTS = (
+POWER_VARIANTS: tuple[tuple[str, SamplerConfig | None, bool | None, tuple[float, ...] | None],
+                      ...] = (
     # The same bugs at settings where they are harder to see, or without uniforms.
-    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None),
-    ("mis-described-drafter", SamplerConfig(temperature=0.5), None),
-    ("shared-batch-coin", None, False),
+    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None,
+     None),
+    ("mis-described-drafter", SamplerConfig(temperature=0.5), None, None),
+    ("shared-batch-coin", None, False, None),
+    ("temperature-squared", None, None, (0.7, 1.3)),
 )
-"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own)."""
+"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own,
+the runs' temperatures or None for the case's own)."""
 
 
 def _power_cases() -> list[EngineCase]:
     """Every broken engine, then the variants of `POWER_VARIANTS`."""
     cases = list(BUGS)
-    for bug, config, uniforms in POWER_VARIANTS:
+    for bug, config, uniforms, temperatures in POWER_VARIANTS:
         case = next(c for c in BUGS if c.bug == bug)
         cases.append(dataclasses.replace(
             case, config=config or case.config,
-            records_uniforms=case.records_uniforms if uniforms is None else uniforms))
+            records_uniforms=case.records_uniforms if uniforms is None else uniforms,
+            temperatures=case.temperatures if temperatures is None else temperatures))
     return cases
 
 
