@@ -60,6 +60,10 @@ class EngineCase:
     """Checks that fail on its trace."""
     records_uniforms: bool = False
     """Whether its trace carries the uniforms it read (most engines' do not)."""
+    temperatures: tuple[float, ...] = ()
+    """When set, its trace is one run at each of these temperatures (`config` with the
+    temperature replaced), interleaved round by round: a bug that shows in opposite
+    directions at different settings needs them all in one trace."""
 
 
 BUGS = (
@@ -95,6 +99,15 @@ BUGS = (
     # uniforms the batch check's shared-coin z-score has to do (the power table).
     EngineCase("shared-batch-coin", AcceptanceRule.STOCHASTIC, SamplerConfig(temperature=1.0),
                2, ("batch", "fresh"), records_uniforms=True),
+    # Draws the target's tokens at T**2 and records p at T (a temperature applied twice),
+    # keeping a draft while it equals the draw, as a sampler chain dividing the logits by T
+    # twice does: too sharp in the run at 0.5 (drawn at 0.25), too flat in the run at 1.5
+    # (2.25). The two pull a pooled law histogram in opposite directions (it passes); the
+    # law check's sum over sampler settings sees each. At 0.7 and 1.3 the effect is weaker
+    # on this pair (the power table's variant). Sampler-match, since the stochastic rule's
+    # residual betrays the bug to the support check first.
+    EngineCase("temperature-squared", AcceptanceRule.SAMPLER_MATCH,
+               SamplerConfig(temperature=0.5), 200, ("law",), temperatures=(0.5, 1.5)),
 )
 BATCH_SLOTS = 4
 """The requests a batched engine verifies in one step."""
@@ -123,7 +136,8 @@ def _decide(
         rule = AcceptanceRule.STOCHASTIC
         bug = None
     if bug is None or bug in ("penalties-blind-to-drafts", "draft-cache-over-trim",
-                              "raw-logits-q", "mis-described-drafter", "shared-batch-coin"):
+                              "raw-logits-q", "mis-described-drafter", "shared-batch-coin",
+                              "temperature-squared"):
         verdict = verify_tokenwise(rule, mx.array(p.astype(np.float32)),
                                mx.array(q.astype(np.float32)) if rule.needs_proposal_distribution
                                else None, mx.array(drafts), mx.array(uniforms))
@@ -208,18 +222,24 @@ def run_engine(
             claimed_q.append(claimed)
             step = mx.array([token])
         target_logits = pair.target(mx.array([current, *drafts])[None], cache=target_cache)[0]
-        rows = []
+        rows, drawn_rows = [], []
         for i in range(k + 1):
             seen = history if bug == "penalties-blind-to-drafts" else history + drafts[:i]
             rows.append(effective_token_distribution(target_logits[i], config,
                                                      mx.array(seen, dtype=mx.int32)))
+            if bug == "temperature-squared":  # decides at T**2 what it records at T
+                drawn_rows.append(effective_token_distribution(
+                    target_logits[i],
+                    dataclasses.replace(config, temperature=config.temperature ** 2),
+                    mx.array(seen, dtype=mx.int32)))
         p = np.array(mx.stack(rows), dtype=np.float64)
+        p_decided = np.array(mx.stack(drawn_rows), dtype=np.float64) if drawn_rows else p
         q = np.array(mx.stack(claimed_q), dtype=np.float64)
         uniforms = np.array(randomness.verify, dtype=np.float32)
         if verify_seed is not None:  # keyed by round, far apart, so no round re-reads one
             uniforms = np.array(round_uniforms(verify_seed, writer.rounds * 1000, k).verify,
                                 dtype=np.float32)
-        accepted, next_token = _decide(bug, rule, p, q, drafts, uniforms)
+        accepted, next_token = _decide(bug, rule, p_decided, q, drafts, uniforms)
         emitted = [*drafts[:accepted], next_token]
         plan = rewind_trim(k, accepted)
         _trim(target_cache, plan.target_trim)
@@ -311,28 +331,41 @@ def run_case(
 
     With `runs` > 1 (not for a batch bug, whose trace is already one run per request),
     `rounds` rounds in all of `runs` runs with seeds ``seed * runs`` to
-    ``seed * runs + runs - 1``, interleaved round by round (`interleaved_runs`)."""
+    ``seed * runs + runs - 1``, interleaved round by round (`interleaved_runs`). A case with
+    `temperatures` has at least one run per temperature, run r at
+    ``temperatures[r % len(temperatures)]``."""
     shape = case or like
     if shape is not None and shape.bug in BATCH_BUGS:
         return run_batched_engine(case, rounds, seed=seed, record_uniforms=record_uniforms,
                                   config=shape.config, pair=pair)
 
-    def one(seed: int, rounds: int) -> str:
+    temperatures = shape.temperatures if shape else ()
+    runs = max(runs, len(temperatures))
+
+    def one(seed: int, rounds: int, index: int) -> str:
+        config = shape.config if shape else None
+        if config is not None and temperatures:
+            config = dataclasses.replace(
+                config, temperature=temperatures[index % len(temperatures)])
         return run_engine(case, rounds, seed=seed, pair=pair, record_uniforms=record_uniforms,
-                          config=shape.config if shape else None,
-                          rule=shape.rule if shape else None)
+                          config=config, rule=shape.rule if shape else None)
 
     if runs == 1:
-        return one(seed, rounds)
+        return one(seed, rounds, 0)
     each = -(-rounds // runs)
-    return interleaved_runs([one(seed * runs + r, each) for r in range(runs)], rounds)
+    return interleaved_runs([one(seed * runs + r, each, r) for r in range(runs)], rounds)
 
 
-def _settings(config: SamplerConfig) -> str:
-    """The sampler fields that differ from their defaults."""
-    default = SamplerConfig()
+def _settings(case: EngineCase) -> str:
+    """The sampler fields that differ from their defaults; the temperatures of its runs."""
+    config, default = case.config, SamplerConfig()
+    if case.temperatures:
+        config = dataclasses.replace(config, temperature=default.temperature)
     changed = [f"{name}={getattr(config, name)}" for name in config.__dataclass_fields__
                if getattr(config, name) != getattr(default, name)]
+    if case.temperatures:
+        runs = " and ".join(str(t) for t in case.temperatures)
+        return ", ".join([f"temperature={runs} (one run each)", *changed])
     return ", ".join(changed) or "temperature=1.0"
 
 
@@ -340,23 +373,28 @@ POWER_TARGET = 0.99
 POWER_MAX_ROUNDS = 600
 """The longest correct trace the power search reads; beyond it the table says "more"."""
 POWER_SEEDS = 20
-POWER_VARIANTS = (
+POWER_VARIANTS: tuple[tuple[str, SamplerConfig | None, bool | None, tuple[float, ...] | None],
+                      ...] = (
     # The same bugs at settings where they are harder to see, or without uniforms.
-    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None),
-    ("mis-described-drafter", SamplerConfig(temperature=0.5), None),
-    ("shared-batch-coin", None, False),
+    ("penalties-blind-to-drafts", SamplerConfig(temperature=1.0, repetition_penalty=3.0), None,
+     None),
+    ("mis-described-drafter", SamplerConfig(temperature=0.5), None, None),
+    ("shared-batch-coin", None, False, None),
+    ("temperature-squared", None, None, (0.7, 1.3)),
 )
-"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own)."""
+"""(bug, sampler or None for the case's own, records_uniforms or None for the case's own,
+the runs' temperatures or None for the case's own)."""
 
 
 def _power_cases() -> list[EngineCase]:
     """Every broken engine, then the variants of `POWER_VARIANTS`."""
     cases = list(BUGS)
-    for bug, config, uniforms in POWER_VARIANTS:
+    for bug, config, uniforms, temperatures in POWER_VARIANTS:
         case = next(c for c in BUGS if c.bug == bug)
         cases.append(dataclasses.replace(
             case, config=config or case.config,
-            records_uniforms=case.records_uniforms if uniforms is None else uniforms))
+            records_uniforms=case.records_uniforms if uniforms is None else uniforms,
+            temperatures=case.temperatures if temperatures is None else temperatures))
     return cases
 
 
@@ -430,7 +468,7 @@ def _power_table(pair: Any, check: Callable[[str], Any], read: Callable[[str], A
                 caught += any(c.name == name and c.verdict is Verdict.FAIL
                               for c in report.checks)
             measured = f"{caught} of {seeds}"
-        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | "
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case)} | "
               f"{'yes' if case.records_uniforms else 'no'} | {name} | {cell} | {measured} |")
         sys.stdout.flush()
 
@@ -498,7 +536,7 @@ def _main() -> None:
                                  record_uniforms=case.records_uniforms, runs=runs))
         power = [f"{c.name} {p.probability:.4f}" for c in correct.checks for p in c.power
                  if p.bug == case.bug and p.probability is not None]
-        print(f"| {case.bug} | {case.rule.value} | {_settings(case.config)} | {total} | "
+        print(f"| {case.bug} | {case.rule.value} | {_settings(case)} | {total} | "
               f"{'yes' if case.records_uniforms else 'no'} | "
               f"{'; '.join(failed) or 'none'} | {', '.join(power) or 'n/a'} |")
     sys.stdout.flush()
