@@ -157,6 +157,7 @@ def test_bad_recorder_settings_are_refused_by_name(
 ])
 def test_bad_greedy_tree_settings_are_refused_by_name(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import importlib.util
 
@@ -164,6 +165,8 @@ def test_bad_greedy_tree_settings_are_refused_by_name(
     spec = importlib.util.spec_from_file_location("sglang_tree_recorder", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # dataclasses resolve the module's string annotations through sys.modules
+    monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
     with pytest.raises(SystemExit) as exit_:
         module.parse_args(argv)
